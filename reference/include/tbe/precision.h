@@ -1,0 +1,72 @@
+// Precision policies (../shared/spec/precision-and-oracle.md) and per-type traits.
+// A policy is chosen once (CLI / test generator), carried in the problem options, read by the
+// CUDA dispatch (which accumulator to instantiate) and by the oracle (to size enclosures), and
+// printed in every report line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tbe/types.h"
+
+namespace tbe {
+
+/// Traits of a floating type as stored: unit roundoff u (RNE), smallest positive subnormal,
+/// largest finite value, significand bits p (hidden bit included). (Eigen NumTraits, CUTLASS.)
+struct FloatTraits {
+  double unit_roundoff;  ///< u = 2^-p
+  double min_subnormal;  ///< smallest positive subnormal
+  double max_finite;     ///< largest finite value
+  int digits;            ///< p
+};
+constexpr FloatTraits float_traits(DType t) {
+  switch (t) {
+    case DType::F16: return {0x1p-11, 0x1p-24, 65504.0, 11};
+    case DType::BF16: return {0x1p-8, 0x1p-133, 0x1.FEp127, 8};
+    case DType::F32: return {0x1p-24, 0x1p-149, 0x1.FFFFFEp127, 24};
+    default: return {0x1p-53, 0x0.0000000000001p-1022, 1.7976931348623157e308, 53};
+  }
+}
+
+/// Which family of rules the policy follows.
+enum class PolicyKind : std::uint8_t {
+  /// Seed default: FP16/BF16 weights accumulate in FP32; FP32 weights accumulate in FP64.
+  SeedDefault,
+  /// Mirrors FBGEMM's CUDA kernels: FP32 accumulation for every weight type.
+  FbgemmCuda,
+};
+
+/// A precision policy for one TBE call: storage, output and accumulation types, optimizer state
+/// type, write-back rounding. Build one with make_policy(); fields are plain data so tests may
+/// construct deliberately wrong policies (e.g. FP16 accumulation) for sharpness checks.
+struct PrecisionPolicy {
+  PolicyKind kind = PolicyKind::SeedDefault;
+  DType weights = DType::F32;       ///< storage type of embedding rows
+  DType output = DType::F32;        ///< type of the forward output (rounded once)
+  DType accumulation = DType::F64;  ///< type every reduction accumulates in
+  DType optimizer_state = DType::F32;
+  RoundingMode write_back = RoundingMode::Nearest;
+
+  bool operator==(const PrecisionPolicy&) const = default;
+};
+
+/// The policy of `kind` for the given weight and output types.
+/// SeedDefault: accumulation F64 for F32 weights, else F32. FbgemmCuda: accumulation F32.
+/// Throws InvalidArgument if weights/output are not one of F32/F16/BF16.
+PrecisionPolicy make_policy(PolicyKind kind, DType weights, DType output,
+                            RoundingMode write_back = RoundingMode::Nearest);
+
+/// "seed-default" / "fbgemm-cuda".
+std::string to_string(PolicyKind k);
+PolicyKind parse_policy_kind(const std::string& s, const char* what = "policy");
+/// e.g. "seed-default[w=fp16,out=fp32,acc=fp32,state=fp32,rne]".
+std::string to_string(const PrecisionPolicy& p);
+
+/// Round an FP64 value once to `t` with round-to-nearest-even (F64: identity). Correct rounding:
+/// F16/BF16 go through FP32, an innocuous double rounding since 24 >= 2p + 2.
+double round_to(DType t, double x);
+/// Largest value of type `t` <= x, and smallest >= x (directed rounding; used by SR and the oracle).
+double round_down_to(DType t, double x);
+double round_up_to(DType t, double x);
+
+}  // namespace tbe
