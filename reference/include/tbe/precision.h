@@ -63,7 +63,9 @@ PolicyKind parse_policy_kind(const std::string& s, const char* what = "policy");
 std::string to_string(const PrecisionPolicy& p);
 
 /// Round an FP64 value once to `t` with round-to-nearest-even (F64: identity). Correct rounding:
-/// F16/BF16 go through FP32, an innocuous double rounding since 24 >= 2p + 2.
+/// F16/BF16 go through FP32 rounded to *odd*, then RNE (exact since 24 >= p + 2). Note: a plain
+/// double -> float -> half double rounding is NOT correct for arbitrary doubles (only for the
+/// result of one operation on narrow operands): a value just beside a half midpoint can land on it.
 double round_to(DType t, double x);
 /// Largest value of type `t` <= x, and smallest >= x (directed rounding; used by SR and the oracle).
 double round_down_to(DType t, double x);

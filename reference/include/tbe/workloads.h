@@ -17,6 +17,9 @@ enum class IndexDistribution : std::uint8_t {
   Zipf,          ///< FBGEMM style: 3L Zipf(alpha) ranks k>=1, (k-1) mod E, first L distinct in draw
                  ///< order, mapped through one random injective rank->row map; uniform fallback
   HeavyHitters,  ///< with prob Σh one of H hot ids, else H + k, p(k) ∝ (k + q + H)^-s on [0, E-H)
+  /// (added) "hot-row": every non-empty bag looks up row 0 once plus L-1 uniform draws, sorted
+  /// ascending, so row 0 has segment length SL = number of non-empty bags.
+  HotRow,
 };
 
 /// How bag lengths are drawn around the mean L.

@@ -1,0 +1,23 @@
+// The CPU reference backend ("cpu-reference"): the FP64 reference behind the Backend interface.
+#include "tbe/backend.h"
+
+namespace tbe {
+
+namespace {
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu-reference"; }
+  // The strategy only chooses among equivalent GPU kernels; the reference has one path.
+  ForwardStats forward(const ForwardProblem& p, void* output,
+                       const ForwardStrategy& /*strategy*/) override {
+    return forward_reference(p, output);
+  }
+  RepairResult repair(const ForwardProblem& p) override { return tbe::repair(p); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace tbe

@@ -1,0 +1,279 @@
+// FP64 reference forward (forward.h): exact products, FP64 sums in index order, one rounding.
+#include "tbe/forward.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <type_traits>
+
+#include "parallel_internal.h"
+#include "round_internal.h"
+#include "tbe/host_case.h"
+
+namespace tbe {
+
+namespace {
+
+// ---- storage -> FP64 conversion, inlined per element ------------------------------------------
+// FP16: a 65536-entry table (bits -> float), exact; BF16: the bits are the top half of an FP32.
+const float* half_to_float_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (std::uint32_t b = 0; b < 65536; ++b)
+      t[b] = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(static_cast<std::uint16_t>(b)));
+    return t;
+  }();
+  return table.data();
+}
+
+struct F32Weights {
+  using storage = float;
+  static double load(const float* w, std::int64_t d, const float*) { return w[d]; }
+};
+struct F16Weights {
+  using storage = std::uint16_t;
+  static double load(const std::uint16_t* w, std::int64_t d, const float* lut) { return lut[w[d]]; }
+};
+struct BF16Weights {
+  using storage = std::uint16_t;
+  static double load(const std::uint16_t* w, std::int64_t d, const float*) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(w[d]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+
+// ---- output sinks: store one FP64 row, rounded once to the output type --------------------------
+struct F64Sink {
+  double* out;
+  void store(std::int64_t offset, const double* row, std::int64_t D) const {
+    std::copy_n(row, D, out + offset);
+  }
+};
+template <class OT>
+struct TypedSink {
+  OT* out;
+  void store(std::int64_t offset, const double* row, std::int64_t D) const {
+    // round_to(output, x): double -> float is RNE; FP16/BF16 go through round-to-odd FP32
+    // (round_internal.h), since a plain double -> float -> half double rounding can miss a tie.
+    for (std::int64_t d = 0; d < D; ++d) {
+      if constexpr (std::is_same_v<OT, float>)
+        out[offset + d] = static_cast<float>(row[d]);
+      else if constexpr (std::is_same_v<OT, Eigen::half>)
+        out[offset + d] = detail::half_rne(row[d]);
+      else
+        out[offset + d] = detail::bfloat16_rne(row[d]);
+    }
+  }
+};
+
+// Indices/offsets to compute from: either the caller's buffers (valid input) or repaired copies.
+struct LookupSource {
+  DType dtype;
+  const void* indices;
+  const void* offsets;
+  std::vector<std::int64_t> repaired_offsets, repaired_indices;
+  std::int64_t warnings = 0;
+};
+
+// Applies the bounds-check mode. FATAL throws before anything is computed. WARNING/IGNORE repair
+// only when something is invalid (repair of a valid input is the identity, so skipping it is
+// exact and saves copying N indices).
+LookupSource prepare_lookups(const ForwardProblem& p) {
+  LookupSource src{p.lookups.index_dtype, p.lookups.indices, p.lookups.offsets, {}, {}, 0};
+  switch (p.options.bounds_check) {
+    case BoundsCheckMode::None: return src;
+    case BoundsCheckMode::Fatal:
+      if (auto v = find_first_violation(p)) throw BoundsCheckError(*v);
+      return src;
+    case BoundsCheckMode::Warning:
+    case BoundsCheckMode::Ignore:
+      if (!find_first_violation(p)) return src;
+      break;
+  }
+  RepairResult r = repair(p);
+  src.dtype = DType::I64;
+  src.repaired_offsets = std::move(r.offsets);
+  src.repaired_indices = std::move(r.indices);
+  src.indices = src.repaired_indices.data();
+  src.offsets = src.repaired_offsets.data();
+  src.warnings = r.warnings;
+  return src;
+}
+
+// Per-bag metadata resolved once per bag.
+struct BagInfo {
+  std::int64_t feature, out_offset;
+};
+
+// Pooled (SUM / MEAN): one bag per iteration, OpenMP over bags. acc[D] in FP64; each term
+// s_p·W[i_p] is exact in FP64 (24-bit by 24-bit products), the sum runs in index order.
+template <class WT, class IT, class Sink>
+void pooled_forward(const ForwardProblem& p, const OutputLayout& layout, const IT* indices,
+                    const IT* offsets, const Sink& sink) {
+  const TableBatchView& tb = p.tables;
+  const auto* weights = static_cast<const typename WT::storage*>(tb.weights);
+  const float* psw = p.lookups.per_sample_weights;
+  const bool mean = p.options.pooling == PoolingMode::Mean;
+  const float* lut = half_to_float_table();
+  const std::int64_t K = layout.num_bags;
+  const bool vbe = p.lookups.is_vbe();
+  const std::int64_t B = vbe ? 0 : p.lookups.batch_size;
+
+  // Work estimate: lookups + bags, times the mean row width.
+  const std::int64_t mean_D =
+      std::max<std::int64_t>(layout.total_dim / std::max<std::int64_t>(layout.num_features, 1), 1);
+  const std::int64_t work = (p.lookups.num_indices + K) * mean_D;
+#pragma omp parallel if (detail::worth_parallel(work))
+  {
+    std::vector<double> acc_buf(static_cast<std::size_t>(kMaxD));
+    double* acc = acc_buf.data();
+#pragma omp for schedule(dynamic, 16)
+    for (std::int64_t k = 0; k < K; ++k) {
+      BagInfo bag;
+      if (vbe) {
+        bag.feature = layout.feature_of_bag(k);
+        bag.out_offset = layout.bag_output_offset(k);
+      } else {
+        bag.feature = k / B;
+        bag.out_offset = (k % B) * layout.total_dim + layout.feature_col_offset[bag.feature];
+      }
+      const std::int64_t t = tb.feature_table_map[bag.feature];
+      const std::int64_t D = tb.dims[t];
+      const typename WT::storage* table = weights + tb.table_offsets[t];  // 64-bit addressing
+      const std::int64_t s = offsets[k], e = offsets[k + 1];
+      std::fill_n(acc, D, 0.0);
+      const std::int64_t row_bytes = D * static_cast<std::int64_t>(sizeof(typename WT::storage));
+      for (std::int64_t q = s; q < e; ++q) {
+        const typename WT::storage* row = table + static_cast<std::int64_t>(indices[q]) * D;
+        // Rows are random gathers from large tables: prefetch the row two lookups ahead.
+        if (q + 2 < e) {
+          const char* next = reinterpret_cast<const char*>(
+              table + static_cast<std::int64_t>(indices[q + 2]) * D);
+          for (std::int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b);
+        }
+        if (psw != nullptr) {
+          const double w = psw[q];
+          for (std::int64_t d = 0; d < D; ++d) acc[d] += w * WT::load(row, d, lut);
+        } else {
+          for (std::int64_t d = 0; d < D; ++d) acc[d] += WT::load(row, d, lut);
+        }
+      }
+      // MEAN: sum / L as one FP64 division; an empty bag keeps its +0.0 (never NaN).
+      if (mean && e > s) {
+        const double L = static_cast<double>(e - s);
+        for (std::int64_t d = 0; d < D; ++d) acc[d] /= L;
+      }
+      sink.store(bag.out_offset, acc, D);
+    }
+  }
+}
+
+// NONE: output row q = W[i_q] of the table of the bag holding q; rows no bag covers are zero
+// (the caller zero-filled the output).
+template <class WT, class IT, class Sink>
+void sequence_forward(const ForwardProblem& p, const OutputLayout& layout, const IT* indices,
+                      const IT* offsets, const Sink& sink) {
+  const TableBatchView& tb = p.tables;
+  const auto* weights = static_cast<const typename WT::storage*>(tb.weights);
+  const float* lut = half_to_float_table();
+  const std::int64_t K = layout.num_bags;
+  const std::int64_t D = layout.total_dim;
+#pragma omp parallel if (detail::worth_parallel((p.lookups.num_indices + K) * D))
+  {
+    std::vector<double> row_buf(static_cast<std::size_t>(std::max<std::int64_t>(D, 1)));
+    double* rowd = row_buf.data();
+#pragma omp for schedule(dynamic, 16)
+    for (std::int64_t k = 0; k < K; ++k) {
+      const std::int64_t f = layout.feature_of_bag(k);
+      const std::int64_t t = tb.feature_table_map[f];
+      const typename WT::storage* table = weights + tb.table_offsets[t];
+      for (std::int64_t q = offsets[k]; q < offsets[k + 1]; ++q) {
+        const typename WT::storage* row = table + static_cast<std::int64_t>(indices[q]) * D;
+        for (std::int64_t d = 0; d < D; ++d) rowd[d] = WT::load(row, d, lut);
+        sink.store(q * D, rowd, D);
+      }
+    }
+  }
+}
+
+template <class WT, class IT, class Sink>
+void run_typed(const ForwardProblem& p, const OutputLayout& layout, const LookupSource& src,
+               const Sink& sink) {
+  const auto* indices = static_cast<const IT*>(src.indices);
+  const auto* offsets = static_cast<const IT*>(src.offsets);
+  if (p.options.pooling == PoolingMode::None)
+    sequence_forward<WT, IT>(p, layout, indices, offsets, sink);
+  else
+    pooled_forward<WT, IT>(p, layout, indices, offsets, sink);
+}
+
+// The one dispatch point: runtime weight dtype x index dtype -> template instantiation.
+template <class Sink>
+void dispatch(const ForwardProblem& p, const OutputLayout& layout, const LookupSource& src,
+              const Sink& sink) {
+  const bool i32 = src.dtype == DType::I32;
+  switch (p.tables.dtype) {
+    case DType::F32:
+      i32 ? run_typed<F32Weights, std::int32_t>(p, layout, src, sink)
+          : run_typed<F32Weights, std::int64_t>(p, layout, src, sink);
+      return;
+    case DType::F16:
+      i32 ? run_typed<F16Weights, std::int32_t>(p, layout, src, sink)
+          : run_typed<F16Weights, std::int64_t>(p, layout, src, sink);
+      return;
+    case DType::BF16:
+      i32 ? run_typed<BF16Weights, std::int32_t>(p, layout, src, sink)
+          : run_typed<BF16Weights, std::int64_t>(p, layout, src, sink);
+      return;
+    default: break;  // rejected by validate()
+  }
+}
+
+ForwardStats make_stats(std::int64_t warnings) {
+  ForwardStats st;
+  st.warnings = warnings;
+  st.paths = {"reference"};
+  return st;
+}
+
+}  // namespace
+
+std::vector<double> forward_reference_fp64(const ForwardProblem& p, ForwardStats* stats) {
+  throw_if_error(validate(p));
+  const OutputLayout layout = make_output_layout(p);
+  const LookupSource src = prepare_lookups(p);  // may throw BoundsCheckError
+  std::vector<double> out(static_cast<std::size_t>(layout.numel), 0.0);
+  dispatch(p, layout, src, F64Sink{out.data()});
+  if (stats) *stats = make_stats(src.warnings);
+  return out;
+}
+
+ForwardStats forward_reference(const ForwardProblem& p, void* output) {
+  throw_if_error(validate(p));
+  const OutputLayout layout = make_output_layout(p);
+  const LookupSource src = prepare_lookups(p);  // may throw BoundsCheckError; nothing written yet
+  if (layout.numel > 0 && output == nullptr)
+    throw InvalidArgument("output", "output: null pointer for " + std::to_string(layout.numel) +
+                                        " elements");
+  const std::size_t bytes =
+      static_cast<std::size_t>(layout.numel) * dtype_size(p.options.policy.output);
+  // NONE leaves rows that no bag covers at zero (every pooled element is written by its bag,
+  // but VBE/B=0 shapes are cheap to zero too). +0.0 is all-zero bits in every float type.
+  if (p.options.pooling == PoolingMode::None && bytes > 0) std::memset(output, 0, bytes);
+  switch (p.options.policy.output) {
+    case DType::F32: dispatch(p, layout, src, TypedSink<float>{static_cast<float*>(output)}); break;
+    case DType::F16:
+      dispatch(p, layout, src, TypedSink<Eigen::half>{static_cast<Eigen::half*>(output)});
+      break;
+    case DType::BF16:
+      dispatch(p, layout, src, TypedSink<Eigen::bfloat16>{static_cast<Eigen::bfloat16*>(output)});
+      break;
+    default: break;  // rejected by validate()
+  }
+  return make_stats(src.warnings);
+}
+
+}  // namespace tbe
