@@ -1,0 +1,24 @@
+#!/bin/bash
+# Final GPU run: tests (all tuning knobs drawn at random), memcheck + synccheck subsets, benchmark
+# (B=8192 and full seed-large), PyTorch peer side by side. Logs under $OUT.
+# Usage: copy test_optimized and tbe-bench into .gpu/ (ignored), copy this script there, then on
+# the GPU machine: DUMP=1 RC_N=400 bash .gpu/gpu_run.sh (logs and JSON under $OUT).
+cd "$(dirname "$0")"
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.max.sm --format=csv,noheader
+S=$(date +%s)
+export RC_PARAMS="max_success=${RC_N:-100}"
+timeout ${T_TEST:-170} ./test_optimized -r compact > $OUT/tests.log 2>&1; echo "tests rc=$? ($(( $(date +%s)-S ))s)"
+grep -E "passed|failed|FAILED|error|Falsifiable" $OUT/tests.log | tail -25
+S=$(date +%s)
+RC_PARAMS="max_success=15" timeout ${T_MC:-70} compute-sanitizer --tool memcheck --error-exitcode 9 ./test_optimized "~[large]" -r compact > $OUT/memcheck.log 2>&1; echo "memcheck rc=$? ($(( $(date +%s)-S ))s)"
+grep -E "ERROR SUMMARY|passed|failed" $OUT/memcheck.log | tail -4
+S=$(date +%s)
+RC_PARAMS="max_success=10" timeout 40 compute-sanitizer --tool synccheck --error-exitcode 9 ./test_optimized "[cases]~[large],forward on valid input*" -r compact > $OUT/synccheck.log 2>&1; echo "synccheck rc=$? ($(( $(date +%s)-S ))s)"
+grep -E "ERROR SUMMARY|passed|failed" $OUT/synccheck.log | tail -3
+S=$(date +%s)
+timeout ${T_B1:-40} ./tbe-bench forward --workload seed-large --batch 8192 --iters 10 --json $OUT/bench_8192.json > $OUT/bench_8192.log 2>&1; echo "bench8192 rc=$? ($(( $(date +%s)-S ))s)"
+grep -E "variant|nocheck|fused|separate" $OUT/bench_8192.log | cut -c1-24,60-100
+S=$(date +%s)
+mkdir -p /tmp/npy; timeout ${T_B2:-150} ./tbe-bench forward --workload seed-large --iters 20 --json $OUT/bench.json ${DUMP:+--dump-npy /tmp/npy} > $OUT/bench.log 2>&1; echo "bench rc=$? ($(( $(date +%s)-S ))s)"
+grep -v "^fp" $OUT/bench.log; grep "^fp" $OUT/bench.log | cut -c1-24,60-145
+if [ -n "$DUMP" ]; then S=$(date +%s); timeout ${T_P:-60} python3 ../bench/peer_embedding_bag.py /tmp/npy --iters 10 --json $OUT/peer.json 2>&1 | tail -3; echo "peer ($(( $(date +%s)-S ))s)"; fi

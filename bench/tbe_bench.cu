@@ -1,0 +1,309 @@
+// tbe-bench: timing of the CUDA TBE forward on the named workloads (workloads.md).
+//
+//   tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]
+//                     [--json FILE] [--dump-npy DIR]
+//
+// Traffic model (bytes counted per forward):
+//   compulsory = unique (table, row) pairs · D · sizeof(W) + indices + offsets + output
+//   gathered   = every lookup's row · D · sizeof(W) + indices + offsets + output
+// The compulsory bytes over the time give the effective bandwidth, reported as % of the device
+// copy bandwidth measured in the same run (cudaMemcpy D2D of 2 GiB: 1 GiB read + 1 GiB written).
+// Timing: CUDA events around ForwardOp::run after warm-up, L2 flushed before every iteration by
+// writing a 256 MiB buffer (outside the timed region); median, min and max over --iters.
+// Variants: FP32 and FP16 weights (same index stream) × bounds check {none, fused WARNING,
+// separate WARNING}, plus FP32 weights under the fbgemm-cuda policy (FP32 accumulation), and
+// the tuning knobs: ".pipe" = persistent grid with prefetch of the next bag, ".noL1pref" = the
+// driver's default L1/shared split instead of max L1, ".r8" = 8 row loads in flight per lane
+// instead of the default 4.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <nlohmann/json.hpp>
+
+#include "tbe/cuda/device_buffer.h"
+#include "tbe/cuda/forward.h"
+#include "tbe/precision.h"
+#include "tbe/workloads.h"
+
+using namespace tbe;
+using tbe::cuda::DeviceBuffer;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(2);
+  }
+}
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+Timing summarize(std::vector<float> ms) {
+  std::sort(ms.begin(), ms.end());
+  Timing t;
+  t.min_ms = ms.front();
+  t.max_ms = ms.back();
+  const std::size_t n = ms.size();
+  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  return t;
+}
+
+/// Times `body` (enqueued on `stream`) with events; flushes L2 before every iteration.
+template <class F>
+Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_t flush_bytes) {
+  for (int i = 0; i < 3; ++i) body();
+  check(cudaStreamSynchronize(stream), "warm-up");
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  std::vector<float> ms;
+  for (int i = 0; i < iters; ++i) {
+    if (flush != nullptr) check(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream), "flush L2");
+    check(cudaEventRecord(a, stream), "record");
+    body();
+    check(cudaEventRecord(b, stream), "record");
+    check(cudaEventSynchronize(b), "sync");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, a, b), "elapsed");
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return summarize(ms);
+}
+
+/// Minimal .npy writer (format 1.0, C order, little endian).
+void write_npy(const std::string& path, const char* descr, const std::vector<std::int64_t>& shape,
+               const void* data, std::size_t bytes) {
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    header += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+  header += "), }";
+  const std::size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  f.write(reinterpret_cast<const char*>(magic), 8);
+  const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+  f.write(reinterpret_cast<const char*>(&len), 2);
+  f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    std::exit(2);
+  }
+}
+
+std::vector<float> weights_as_f32(const ForwardCase& c) {
+  const std::size_t n = c.weights.size() / dtype_size(c.weights_dtype);
+  std::vector<float> w(n);
+  for (std::size_t i = 0; i < n; ++i)
+    w[i] = static_cast<float>(load_as_double(c.weights_dtype, c.weights.data(), static_cast<std::int64_t>(i)));
+  return w;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] "
+               "[--iters N] [--json FILE] [--dump-npy DIR]\n");
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "forward") return usage();
+  std::string workload = "seed-large", json_path, npy_dir;
+  std::int64_t batch = 0;
+  int iters = 20;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) { usage(); std::exit(1); }
+      return argv[++i];
+    };
+    if (a == "--workload") workload = next();
+    else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--iters") iters = std::stoi(next());
+    else if (a == "--json") json_path = next();
+    else if (a == "--dump-npy") npy_dir = next();
+    else return usage();
+  }
+  iters = std::max(iters, 1);
+
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+
+  // --- workload (CPU, seeded) ---
+  const auto t0 = std::chrono::steady_clock::now();
+  WorkloadSpec spec = named_workload(workload, batch);
+  ForwardCase c = generate(spec);
+  const WorkloadStats ws = workload_stats(c);
+  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::int64_t T = c.num_features(), N = static_cast<std::int64_t>(c.indices.size());
+  const std::int32_t D = c.dims.empty() ? 0 : c.dims[0];
+  std::printf("workload %s: T=%lld B=%lld D=%d N=%lld bags=%lld unique rows=%lld max SL=%lld "
+              "(generated in %.1f s)\n",
+              spec.name.c_str(), (long long)T, (long long)c.batch_size, D, (long long)N,
+              (long long)ws.bags, (long long)ws.unique_rows, (long long)ws.max_segment_length, gen_s);
+
+  if (!npy_dir.empty()) {
+    std::vector<float> w32 = weights_as_f32(c);
+    std::int64_t total_rows = 0;
+    std::vector<std::int64_t> row_offsets;
+    for (std::size_t t = 0; t < c.rows.size(); ++t) {
+      row_offsets.push_back(total_rows);
+      total_rows += c.rows[t];
+    }
+    std::vector<std::int64_t> feature_row_offset(T);
+    for (std::int64_t f = 0; f < T; ++f) feature_row_offset[f] = row_offsets[c.feature_table_map[f]];
+    write_npy(npy_dir + "/indices.npy", "<i8", {N}, c.indices.data(), N * 8);
+    write_npy(npy_dir + "/offsets.npy", "<i8", {(std::int64_t)c.offsets.size()}, c.offsets.data(), c.offsets.size() * 8);
+    write_npy(npy_dir + "/weights.npy", "<f4", {total_rows, D}, w32.data(), w32.size() * 4);
+    write_npy(npy_dir + "/feature_row_offset.npy", "<i8", {T}, feature_row_offset.data(), T * 8);
+    std::ofstream(npy_dir + "/meta.json") << nlohmann::json{{"workload", spec.name}, {"T", T},
+        {"B", c.batch_size}, {"D", D}, {"N", N}, {"weights_dtype", to_string(c.weights_dtype)}}.dump(2);
+    std::printf("wrote .npy files to %s\n", npy_dir.c_str());
+  }
+
+  // --- device buffers: FP32 and FP16 copies of the tables, one index stream ---
+  std::vector<float> w32 = weights_as_f32(c);
+  std::vector<__half> w16(w32.size());
+  for (std::size_t i = 0; i < w32.size(); ++i) w16[i] = __float2half_rn(w32[i]);
+  const std::size_t isz = dtype_size(c.index_dtype);
+  ForwardProblem host = c.view();
+  DeviceBuffer d_w32(w32.data(), w32.size() * 4), d_w16(w16.data(), w16.size() * 2);
+  DeviceBuffer d_idx(host.lookups.indices, N * isz), d_off(host.lookups.offsets, c.offsets.size() * isz);
+  w32.clear(); w32.shrink_to_fit();
+  w16.clear(); w16.shrink_to_fit();
+
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  const std::size_t flush_bytes = 256ull << 20;
+  DeviceBuffer flush(flush_bytes);
+
+  // --- device copy bandwidth (bytes read + written) ---
+  const std::size_t copy_bytes = 1ull << 30;
+  double copy_gbps = 0;
+  {
+    DeviceBuffer src(copy_bytes), dst(copy_bytes);
+    check(cudaMemset(src.get(), 1, copy_bytes), "memset");
+    const Timing t = time_it([&] {
+      check(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, stream), "copy");
+    }, 10, stream, nullptr, 0);
+    copy_gbps = 2.0 * copy_bytes / (t.median_ms * 1e-3) / 1e9;
+    std::printf("device copy bandwidth: %.0f GB/s (2 GiB read+written, median %.3f ms)\n", copy_gbps, t.median_ms);
+  }
+
+  struct Variant {
+    std::string name;
+    DType weights;
+    PolicyKind policy;
+    BoundsCheckMode mode;
+    bool fused;
+    bool pipelined = false;
+    bool prefer_l1 = true;
+    int rows = 4;  // ForwardTuning default
+  };
+  // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1
+  const std::vector<Variant> variants = {
+      {"fp32.nocheck.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
+      {"fp32.nocheck.noL1pref.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
+      {"fp32.nocheck.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
+      {"fp32.nocheck", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true},
+      {"fp32.fused", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true},
+      {"fp32.separate", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true},
+      {"fp32.fused.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 8},
+      {"fp32.separate.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 8},
+      {"fp32.fused.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, true, true, 8},
+      {"fp32.separate.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, true, true, 8},
+      {"fp32acc32.nocheck.r8", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 8},
+      {"fp32acc32.nocheck.pipe", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, true, true, 8},
+      {"fp32acc32.nocheck", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true},
+      {"fp16.nocheck.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
+      {"fp16.nocheck.noL1pref.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
+      {"fp16.nocheck.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
+      {"fp16.nocheck", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true},
+      {"fp16.fused", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true},
+      {"fp16.separate", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true},
+      {"fp16.fused.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 8},
+      {"fp16.separate.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 8},
+      {"fp16.fused.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, true, true, 8},
+      {"fp16.separate.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, true, true, 8},
+  };
+
+
+
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("\n%-24s %-34s %9s %9s %9s %10s %10s %8s %6s\n", "variant", "policy", "median_ms",
+              "min_ms", "max_ms", "compul_GB", "gather_GB", "eff_GB/s", "%copy");
+  double fused_ms[2] = {0, 0}, separate_ms[2] = {0, 0};
+  for (const Variant& v : variants) {
+    ForwardProblem p = host;
+    p.tables.dtype = v.weights;
+    p.tables.weights = v.weights == DType::F32 ? d_w32.get() : d_w16.get();
+    p.lookups.indices = d_idx.get();
+    p.lookups.offsets = d_off.get();
+    p.lookups.per_sample_weights = nullptr;
+    p.options.pooling = PoolingMode::Sum;
+    p.options.bounds_check = v.mode;
+    p.options.policy = make_policy(v.policy, v.weights, DType::F32);
+    ForwardStrategy s;
+    s.fused_bounds_check = v.fused;
+    cuda::ForwardTuning tuning;
+    tuning.pipelined = v.pipelined;
+    tuning.prefer_l1 = v.prefer_l1;
+    tuning.rows_in_flight = v.rows;
+    cuda::ForwardOp op(p, s, tuning);
+    const std::int64_t numel = op.layout().numel;
+    DeviceBuffer out(numel * 4), wsb(op.workspace_bytes());
+    const Timing t = time_it([&] { op.run(out.get(), wsb.get(), stream); }, iters, stream,
+                             flush.get(), flush_bytes);
+    const ForwardStats st = op.finish();
+    const double wsz = static_cast<double>(dtype_size(v.weights));
+    const double io = static_cast<double>(N) * isz + c.offsets.size() * isz + numel * 4.0;
+    const double compulsory = ws.unique_rows * D * wsz + io;
+    const double gathered = static_cast<double>(N) * D * wsz + io;
+    const double eff = compulsory / (t.median_ms * 1e-3) / 1e9;
+    std::string paths;
+    for (auto& s2 : st.paths) paths += s2 + " ";
+    std::printf("%-24s %-34s %9.3f %9.3f %9.3f %10.2f %10.2f %8.0f %5.1f%%  [%s] warnings=%lld\n",
+                v.name.c_str(), to_string(p.options.policy).c_str(), t.median_ms, t.min_ms,
+                t.max_ms, compulsory / 1e9, gathered / 1e9, eff, 100.0 * eff / copy_gbps,
+                paths.c_str(), (long long)st.warnings);
+    const int k = v.weights == DType::F32 ? 0 : 1;
+    if (v.policy == PolicyKind::SeedDefault && v.mode == BoundsCheckMode::Warning) {
+      double& slot = v.fused ? fused_ms[k] : separate_ms[k];
+      slot = slot == 0 ? t.median_ms : std::min(slot, t.median_ms);  // best tuning of each
+    }
+    results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
+                       {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
+                       {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+                       {"iters", iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
+                       {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
+                       {"warnings", st.warnings}, {"paths", st.paths}});
+  }
+  std::printf("\nfused vs separate bounds check (WARNING): fp32 %.2fx, fp16 %.2fx (target >= 1.2x)\n",
+              separate_ms[0] / fused_ms[0], separate_ms[1] / fused_ms[1]);
+  if (!json_path.empty()) {
+    nlohmann::json j = {{"device", prop.name}, {"workload", spec.name}, {"T", T},
+                        {"B", c.batch_size}, {"D", D}, {"N", N}, {"unique_rows", ws.unique_rows},
+                        {"copy_GBps", copy_gbps}, {"results", results},
+                        {"fused_speedup_fp32", separate_ms[0] / fused_ms[0]},
+                        {"fused_speedup_fp16", separate_ms[1] / fused_ms[1]}};
+    std::ofstream(json_path) << j.dump(2) << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,87 @@
+// Device-level TBE forward operator (CUTLASS-style lifecycle): construct (validate once + build the
+// launch plan), query the workspace, run(stream) without host sync, finish() to sync and collect
+// the stats (or the FATAL BoundsCheckError). Semantics: ../shared/spec/tbe.md.
+//
+// Memory spaces: in the ForwardProblem handed to ForwardOp, the data pointers
+// (tables.weights, lookups.indices, lookups.offsets, lookups.per_sample_weights) are DEVICE
+// pointers; the spans (rows, dims, table_offsets, feature_table_map, vbe_batch_sizes) are host
+// metadata and are only read during construction (a copy of what is needed is kept).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+#include "tbe/backend.h"
+#include "tbe/bounds_check.h"
+#include "tbe/forward.h"
+#include "tbe/problem.h"
+
+namespace tbe::cuda {
+
+/// Kernel tuning knobs (semantics unchanged; tests draw them at random, tbe-bench compares them).
+struct ForwardTuning {
+  /// Pooled gather: a persistent grid whose thread groups loop over bags, prefetching the next
+  /// bag's offsets and first index tile (compiled for FP32 output with FP32 weights, or FP16
+  /// weights + FP32 accumulation, on the vector path; elsewhere the default is used), instead of
+  /// one thread group per bag.
+  bool pipelined = false;
+  /// Row loads in flight per lane in the one-group-per-bag gather: 4 (default: no register spills
+  /// at 3 resident blocks per SM; compiled for the same type set as `pipelined`, other types use
+  /// 8) or 8. Measured on H200, seed-large: 4 beats 8 by 8% (FP32) and 17% (FP16); the pipelined
+  /// grid was slower than both (bench/results/).
+  int rows_in_flight = 4;
+  /// Ask for the largest L1 (the gather uses no shared memory). Measured: no effect on H200.
+  bool prefer_l1 = true;
+};
+
+struct ForwardPlan;  // host launch plan + device metadata (optimized/src/forward_plan.h)
+
+/// One TBE forward on device memory.
+///   ForwardOp op(problem, strategy);          // validate() -> InvalidArgument, plan, upload meta
+///   void* ws = alloc(op.workspace_bytes());
+///   op.run(d_output, ws, stream);             // enqueue only (no host sync)
+///   ForwardStats s = op.finish();             // sync; FATAL violation -> BoundsCheckError
+/// d_output: make_output_layout(p).numel elements of p.options.policy.output (device).
+/// The problem's device buffers must stay alive and unchanged until finish() returns.
+/// Several run() calls may be enqueued before one finish(); finish() reports the last run.
+class ForwardOp {
+ public:
+  /// Validates `p` (tbe::validate: throws InvalidArgument naming the argument, before any launch),
+  /// checks the kernel limits (accumulation F32/F64), builds the launch plan and uploads the small
+  /// per-feature metadata (synchronously, on the legacy default stream).
+  explicit ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy = {},
+                     const ForwardTuning& tuning = {});
+  ~ForwardOp();
+  ForwardOp(const ForwardOp&) = delete;
+  ForwardOp& operator=(const ForwardOp&) = delete;
+  ForwardOp(ForwardOp&&) noexcept;
+  ForwardOp& operator=(ForwardOp&&) noexcept;
+
+  /// Device workspace needed by run() and repair() (bytes, 256-aligned pieces inside).
+  std::size_t workspace_bytes() const;
+  /// Output geometry (host).
+  const OutputLayout& layout() const;
+
+  /// Enqueues the bounds check (per options.bounds_check and strategy) and the forward on
+  /// `stream`. No host synchronization, no allocation. Under FATAL the check runs first and the
+  /// forward kernels are skipped on device if it found a violation (nothing is written).
+  void run(void* d_output, void* d_workspace, cudaStream_t stream = nullptr);
+
+  /// Synchronizes the stream of the last run(), returns the warning count of that call and the
+  /// paths exercised. Throws BoundsCheckError (FATAL, first offender in find_first_violation
+  /// order) or DeviceError (a CUDA error).
+  ForwardStats finish();
+
+  /// The bounds check/repair as its own step on the GPU (Backend::repair): same RepairResult as
+  /// tbe::repair (FATAL throws BoundsCheckError; NONE returns the input unchanged). Synchronous;
+  /// downloads the repaired offsets and indices as int64.
+  RepairResult repair(void* d_workspace, cudaStream_t stream = nullptr);
+
+ private:
+  std::unique_ptr<ForwardPlan> plan_;
+};
+
+}  // namespace tbe::cuda

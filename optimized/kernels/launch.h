@@ -1,0 +1,149 @@
+// Host-visible interface of the kernel families (optimized/kernels/*.cu): argument structs and
+// launch functions. Plain C++ (no device code), included by the host operator (src/) and by the
+// kernels. Kernels trust these arguments: the host operator validated the problem first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "tbe/types.h"
+
+namespace tbe::cuda::detail {
+
+/// Per-feature metadata on device ([T]).
+struct FeatureMeta {
+  std::int64_t table_offset;  ///< element offset of the feature's table in the weights buffer
+  std::int64_t rows;          ///< E of the feature's table
+  std::int32_t dim;           ///< D of the feature's table
+  std::int32_t pad;
+};
+
+/// One output segment: a run of bags of one feature (non-VBE: all bags of feature f; VBE: the bags
+/// of (f, r)), with the address of its output block. Bag k of the segment writes
+/// out_base + (k - first_bag) * out_stride.
+struct SegmentMeta {
+  std::int64_t out_base;
+  std::int64_t out_stride;
+  std::int32_t feature;
+  std::int32_t pad;
+};
+
+/// Device counters at the head of the workspace (zeroed / reset by every run()).
+struct DeviceCounters {
+  unsigned long long bad_bags;
+  unsigned long long bad_last_offset;
+  unsigned long long bad_indices;
+  unsigned long long fatal_key;  ///< FATAL priority key (~0: none); see bounds_check.cu
+  long long locate_bag;          ///< FATAL index violation: bag holding the position
+  long long locate_value;        ///< ... and the index value
+  long long pad[2];
+};
+/// fatal_key encoding: bag k -> k (k < num_bags), last offset -> num_bags, index at position p ->
+/// kFatalIndexBase + p. atomicMin picks the first offender in find_first_violation order.
+inline constexpr unsigned long long kFatalIndexBase = 1ull << 62;
+inline constexpr unsigned long long kFatalNone = ~0ull;
+
+/// Pooled (SUM / MEAN) gather over the bags [bag_begin, bag_end) (one launch per run of features
+/// that share the group size and vector path).
+struct PooledArgs {
+  const void* weights = nullptr;          ///< [Σ E·D] W
+  const void* indices = nullptr;          ///< [N] Idx (raw or repaired)
+  const void* offsets = nullptr;          ///< [num_bags + 1] Idx (raw or repaired)
+  const void* orig_offsets = nullptr;     ///< fused check: raw offsets, to count repaired bags
+  const float* per_sample_weights = nullptr;
+  void* output = nullptr;                 ///< Out
+  const FeatureMeta* features = nullptr;  ///< [T]
+  const std::int64_t* seg_first_bag = nullptr;  ///< [num_segs] ascending
+  const SegmentMeta* segs = nullptr;            ///< [num_segs]
+  std::int32_t num_segs = 0;
+  std::int64_t bag_begin = 0, bag_end = 0;
+  std::int64_t num_bags = 0;              ///< all bags (T·B or Σ batch sizes)
+  std::int64_t bags_per_segment = 0;      ///< > 0: every segment has this many bags (non-VBE B)
+  std::int32_t group_size = 32;           ///< threads per bag: 1, 2, 4, 8, 16 or 32
+  bool prefer_l1 = true;                  ///< max L1 carveout (no shared memory is used)
+  bool mean = false;
+  bool check_indices = false;             ///< fused bounds check: bad index -> row 0, counted
+  DeviceCounters* counters = nullptr;
+  const unsigned long long* abort_key = nullptr;  ///< FATAL: skip all work if != kFatalNone
+};
+
+/// NONE (sequence) pooling: one group of threads per output row p in [0, N).
+struct SequenceArgs {
+  const void* weights = nullptr;
+  const void* indices = nullptr;
+  const void* offsets = nullptr;          ///< [num_bags + 1]
+  void* output = nullptr;                 ///< [N, D] Out
+  const FeatureMeta* features = nullptr;
+  const std::int64_t* feature_first_bag = nullptr;  ///< [T + 1]
+  std::int32_t num_features = 0;
+  std::int64_t num_bags = 0;
+  std::int64_t num_rows = 0;              ///< N
+  std::int32_t dim = 0;                   ///< D (common)
+  std::int32_t group_size = 32;
+  bool check_indices = false;
+  DeviceCounters* counters = nullptr;
+  const unsigned long long* abort_key = nullptr;
+};
+
+/// Type-level dispatch keys.
+struct PooledTypes {
+  DType weights, accumulation, output, index;
+  bool vectorized;
+  bool pipelined = false;  ///< use the persistent prefetching variant where one is compiled
+  int rows_in_flight = 8;  ///< 4: the fewer-registers variant where one is compiled
+};
+struct SequenceTypes {
+  DType weights, output, index;
+  bool vectorized;
+};
+
+/// Elements per 16-byte vector for a weight type (4 for FP32, 8 for FP16/BF16).
+constexpr int vector_width(DType w) { return w == DType::F32 ? 4 : 8; }
+
+/// Template instances (defined in kernels/pooled_gather_*.cu and kernels/sequence.cu).
+/// kPipelined: persistent grid, each group loops over bags with the next bag's offsets and first
+/// index tile prefetched (compiled for the tuning-table set only, see forward_dispatch.cpp);
+/// otherwise one group per bag.
+/// kRows: row loads in flight per lane (8 everywhere; 4 also compiled for the tuning table).
+template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
+void launch_pooled_t(const PooledArgs& args, cudaStream_t stream);
+template <DType kW, DType kOut, DType kIdx, bool kVec>
+void launch_sequence_t(const SequenceArgs& args, cudaStream_t stream);
+
+// --- the one dispatch point (src/forward_dispatch.cpp): runtime types -> template instance ---
+void launch_pooled(const PooledTypes& types, const PooledArgs& args, cudaStream_t stream);
+void launch_sequence(const SequenceTypes& types, const SequenceArgs& args, cudaStream_t stream);
+
+// --- bounds check / repair family (kernels/bounds_check.cu) ---
+/// CUB temp bytes of the offsets max-scan over n items.
+std::size_t offsets_scan_temp_bytes(DType index, std::int64_t n);
+/// Repaired offsets (max-scan form) of `offsets` [num_offsets] into `repaired` [num_offsets];
+/// counts a last offset != N into counters->bad_last_offset.
+void launch_offsets_repair(DType index, const void* offsets, std::int64_t num_offsets,
+                           std::int64_t num_indices, void* repaired, void* scan_temp,
+                           std::size_t scan_temp_bytes, DeviceCounters* counters,
+                           cudaStream_t stream);
+/// Counts repaired bags (compares repaired with raw offsets).
+void launch_count_bad_bags(DType index, const void* offsets, const void* repaired,
+                           std::int64_t num_bags, DeviceCounters* counters, cudaStream_t stream);
+/// Separate pass: for every bag of the repaired offsets, copies its indices into `repaired_indices`
+/// with bad ones replaced by 0 (per feature E), counting bad indices; if count_bags, also counts
+/// repaired bags against the raw offsets.
+void launch_repair_indices(DType index, const void* indices, const void* offsets,
+                           const void* repaired_offsets, void* repaired_indices,
+                           const FeatureMeta* features, const std::int64_t* feature_first_bag,
+                           std::int32_t num_features, std::int64_t num_bags, bool count_bags,
+                           DeviceCounters* counters, cudaStream_t stream);
+/// FATAL check pass on the raw offsets/indices: atomicMin of the priority key.
+void launch_fatal_check(DType index, const void* indices, const void* offsets,
+                        std::int64_t num_indices, const FeatureMeta* features,
+                        const std::int64_t* feature_first_bag, std::int32_t num_features,
+                        std::int64_t num_bags, DeviceCounters* counters, cudaStream_t stream);
+/// After a FATAL index violation at position p: finds the bag holding p and the index value.
+void launch_fatal_locate(DType index, const void* indices, const void* offsets,
+                         std::int64_t num_bags, std::int64_t position, DeviceCounters* counters,
+                         cudaStream_t stream);
+
+}  // namespace tbe::cuda::detail

@@ -1,0 +1,434 @@
+// Host side of the device-level forward operator: validation, launch plan, workspace layout,
+// enqueue (no sync), finish (counters, FATAL offender). Kernels live in optimized/kernels/.
+#include "tbe/cuda/forward.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/launch.h"
+#include "src/cuda_check.h"
+#include "tbe/errors.h"
+
+namespace tbe::cuda {
+
+using detail::cuda_check;
+using detail::DeviceCounters;
+using detail::FeatureMeta;
+using detail::SegmentMeta;
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+int next_pow2(std::int64_t x) {
+  int g = 1;
+  while (g < x && g < 32) g <<= 1;
+  return g;
+}
+
+/// Threads per bag: enough lanes to cover one row in one pass (≤ 32, a power of two).
+int group_size_for(std::int32_t dim, int vec) { return next_pow2((dim + vec - 1) / vec); }
+
+}  // namespace
+
+/// One pooled launch: a run of consecutive features with the same group size and vector path.
+struct PooledLaunch {
+  std::int64_t bag_begin, bag_end;
+  int group_size;
+  bool vectorized;
+};
+
+struct ForwardPlan {
+  // --- problem (device data pointers, host metadata copies) ---
+  DType weights_dtype{}, index_dtype{}, output_dtype{}, accumulation{};
+  PoolingMode pooling{};
+  BoundsCheckMode mode{};
+  bool fused = true;
+  ForwardTuning tuning;
+  std::int64_t bags_per_segment = 0;
+  const void* weights = nullptr;
+  const void* indices = nullptr;
+  const void* offsets = nullptr;
+  const float* per_sample_weights = nullptr;
+  std::int64_t N = 0, num_bags = 0, num_offsets = 0;
+  std::int32_t T = 0;
+  std::vector<std::int64_t> feature_rows;
+  OutputLayout layout;
+  // --- device metadata (one allocation) ---
+  void* d_meta = nullptr;
+  FeatureMeta* d_features = nullptr;
+  std::int64_t* d_feature_first_bag = nullptr;
+  std::int64_t* d_seg_first_bag = nullptr;
+  SegmentMeta* d_segs = nullptr;
+  std::int32_t num_segs = 0;
+  // --- launches ---
+  std::vector<PooledLaunch> pooled;
+  int seq_group = 32;
+  bool seq_vectorized = false;
+  std::int32_t seq_dim = 0;
+  // --- workspace layout (byte offsets) ---
+  std::size_t ws_offsets = 0, ws_scan = 0, ws_indices = 0, ws_total = 0, scan_bytes = 0;
+  // --- last run ---
+  cudaStream_t stream = nullptr;
+  char* workspace = nullptr;
+  bool ran = false;
+  std::vector<std::string> paths;
+
+  ~ForwardPlan() {
+    if (d_meta != nullptr) cudaFree(d_meta);
+  }
+  std::size_t index_size() const { return dtype_size(index_dtype); }
+  DeviceCounters* counters() const { return reinterpret_cast<DeviceCounters*>(workspace); }
+  unsigned long long* fatal_key() const { return &counters()->fatal_key; }
+  void* repaired_offsets() const { return workspace + ws_offsets; }
+  void* repaired_indices() const { return workspace + ws_indices; }
+
+  void reset_counters(cudaStream_t s) const {
+    cuda_check(cudaMemsetAsync(workspace, 0, sizeof(DeviceCounters), s), "reset counters");
+    cuda_check(cudaMemsetAsync(fatal_key(), 0xff, sizeof(unsigned long long), s),
+               "reset fatal key");
+  }
+
+  void forward(void* out, const void* offs, const void* idx, bool check, const void* orig_offsets,
+               const unsigned long long* abort_key, cudaStream_t s) const {
+    if (pooling == PoolingMode::None) {
+      detail::SequenceArgs a;
+      a.weights = weights;
+      a.indices = idx;
+      a.offsets = offs;
+      a.output = out;
+      a.features = d_features;
+      a.feature_first_bag = d_feature_first_bag;
+      a.num_features = T;
+      a.num_bags = num_bags;
+      a.num_rows = N;
+      a.dim = seq_dim;
+      a.group_size = seq_group;
+      a.check_indices = check;
+      a.counters = counters();
+      a.abort_key = abort_key;
+      if (orig_offsets != nullptr)
+        detail::launch_count_bad_bags(index_dtype, orig_offsets, offs, num_bags, counters(), s);
+      detail::launch_sequence({weights_dtype, output_dtype, index_dtype, seq_vectorized}, a, s);
+      return;
+    }
+    for (const PooledLaunch& l : pooled) {
+      detail::PooledArgs a;
+      a.weights = weights;
+      a.indices = idx;
+      a.offsets = offs;
+      a.orig_offsets = orig_offsets;
+      a.per_sample_weights = per_sample_weights;
+      a.output = out;
+      a.features = d_features;
+      a.seg_first_bag = d_seg_first_bag;
+      a.segs = d_segs;
+      a.num_segs = num_segs;
+      a.bag_begin = l.bag_begin;
+      a.bag_end = l.bag_end;
+      a.num_bags = num_bags;
+      a.group_size = l.group_size;
+      a.bags_per_segment = bags_per_segment;
+      a.prefer_l1 = tuning.prefer_l1;
+      a.mean = pooling == PoolingMode::Mean;
+      a.check_indices = check;
+      a.counters = counters();
+      a.abort_key = abort_key;
+      detail::launch_pooled({weights_dtype, accumulation, output_dtype, index_dtype, l.vectorized,
+                             tuning.pipelined, tuning.rows_in_flight},
+                            a, s);
+    }
+  }
+
+  BoundsViolation describe(unsigned long long key) const {
+    auto read_offset = [&](std::int64_t k) {
+      std::int64_t v = 0;
+      if (index_dtype == DType::I32) {
+        std::int32_t x = 0;
+        cuda_check(cudaMemcpy(&x, static_cast<const std::int32_t*>(offsets) + k, 4,
+                              cudaMemcpyDeviceToHost), "read offset");
+        v = x;
+      } else {
+        cuda_check(cudaMemcpy(&v, static_cast<const std::int64_t*>(offsets) + k, 8,
+                              cudaMemcpyDeviceToHost), "read offset");
+      }
+      return v;
+    };
+    BoundsViolation v;
+    if (key < static_cast<unsigned long long>(num_bags)) {
+      const auto k = static_cast<std::int64_t>(key);
+      const std::int64_t s = read_offset(k), e = read_offset(k + 1);
+      const std::int64_t f = layout.feature_of_bag(k);
+      v.kind = BoundsViolation::Kind::Bag;
+      v.feature = f;
+      v.sample = k - layout.feature_bag_offset[f];
+      v.position = k;
+      v.value = (s < 0 || s > e) ? s : e;
+      v.limit = N;
+    } else if (key == static_cast<unsigned long long>(num_bags)) {
+      v.kind = BoundsViolation::Kind::LastOffset;
+      v.position = num_bags;
+      v.value = read_offset(num_bags);
+      v.limit = N;
+    } else {
+      const auto p = static_cast<std::int64_t>(key - detail::kFatalIndexBase);
+      detail::launch_fatal_locate(index_dtype, indices, offsets, num_bags, p, counters(), stream);
+      DeviceCounters c{};
+      cuda_check(cudaMemcpyAsync(&c, counters(), sizeof c, cudaMemcpyDeviceToHost, stream),
+                 "read locate");
+      cuda_check(cudaStreamSynchronize(stream), "locate offender");
+      const std::int64_t f = layout.feature_of_bag(c.locate_bag);
+      v.kind = BoundsViolation::Kind::Index;
+      v.feature = f;
+      v.sample = c.locate_bag - layout.feature_bag_offset[f];
+      v.position = p;
+      v.value = c.locate_value;
+      v.limit = feature_rows[f];
+    }
+    return v;
+  }
+};
+
+ForwardOp::ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy,
+                     const ForwardTuning& tuning)
+    : plan_(std::make_unique<ForwardPlan>()) {
+  throw_if_error(validate(p));
+  const PrecisionPolicy& pol = p.options.policy;
+  if (pol.accumulation != DType::F32 && pol.accumulation != DType::F64)
+    throw InvalidArgument("options.policy.accumulation",
+                          "options.policy.accumulation: " + to_string(pol.accumulation) +
+                              " is not supported by the CUDA backend (fp32 or fp64)");
+  ForwardPlan& P = *plan_;
+  P.weights_dtype = p.tables.dtype;
+  P.index_dtype = p.lookups.index_dtype;
+  P.output_dtype = pol.output;
+  P.accumulation = pol.accumulation;
+  P.pooling = p.options.pooling;
+  P.mode = p.options.bounds_check;
+  P.fused = strategy.fused_bounds_check;
+  P.tuning = tuning;
+  P.bags_per_segment = p.lookups.is_vbe() ? 0 : p.lookups.batch_size;
+  P.weights = p.tables.weights;
+  P.indices = p.lookups.indices;
+  P.offsets = p.lookups.offsets;
+  P.per_sample_weights = p.lookups.per_sample_weights;
+  P.N = p.lookups.num_indices;
+  P.num_offsets = p.lookups.num_offsets;
+  P.num_bags = P.num_offsets - 1;
+  P.T = static_cast<std::int32_t>(p.tables.num_features());
+  P.layout = make_output_layout(p);
+
+  // --- per-feature metadata and output segments ---
+  std::vector<FeatureMeta> features(P.T);
+  for (std::int32_t f = 0; f < P.T; ++f) {
+    const std::int32_t t = p.tables.feature_table_map[f];
+    features[f] = FeatureMeta{p.tables.table_offsets[t], p.tables.rows[t], p.tables.dims[t], 0};
+    P.feature_rows.push_back(p.tables.rows[t]);
+  }
+  std::vector<std::int64_t> seg_first;
+  std::vector<SegmentMeta> segs;
+  if (p.lookups.is_vbe()) {
+    const std::int32_t R = p.lookups.vbe_ranks;
+    for (std::int32_t f = 0; f < P.T; ++f)
+      for (std::int32_t r = 0; r < R; ++r) {
+        const std::size_t i = static_cast<std::size_t>(f) * R + r;
+        seg_first.push_back(P.layout.vbe_bag_offset[i]);
+        segs.push_back(SegmentMeta{P.layout.vbe_output_offset[i], features[f].dim, f, 0});
+      }
+  } else {
+    for (std::int32_t f = 0; f < P.T; ++f) {
+      seg_first.push_back(P.layout.feature_bag_offset[f]);
+      segs.push_back(SegmentMeta{P.layout.feature_col_offset[f], P.layout.total_dim, f, 0});
+    }
+  }
+  P.num_segs = static_cast<std::int32_t>(segs.size());
+
+  // --- upload (one buffer, 256-aligned pieces) ---
+  const std::size_t o_feat = 0;
+  const std::size_t o_ffb = align_up(o_feat + features.size() * sizeof(FeatureMeta));
+  const std::size_t o_sfb = align_up(o_ffb + P.layout.feature_bag_offset.size() * 8);
+  const std::size_t o_seg = align_up(o_sfb + seg_first.size() * 8);
+  const std::size_t meta_bytes = align_up(o_seg + segs.size() * sizeof(SegmentMeta));
+  std::vector<char> host(meta_bytes, 0);
+  if (!features.empty()) std::memcpy(host.data() + o_feat, features.data(), features.size() * sizeof(FeatureMeta));
+  std::memcpy(host.data() + o_ffb, P.layout.feature_bag_offset.data(), P.layout.feature_bag_offset.size() * 8);
+  if (!seg_first.empty()) std::memcpy(host.data() + o_sfb, seg_first.data(), seg_first.size() * 8);
+  if (!segs.empty()) std::memcpy(host.data() + o_seg, segs.data(), segs.size() * sizeof(SegmentMeta));
+  cuda_check(cudaMalloc(&P.d_meta, meta_bytes), "cudaMalloc(forward metadata)");
+  cuda_check(cudaMemcpy(P.d_meta, host.data(), meta_bytes, cudaMemcpyHostToDevice),
+             "upload forward metadata");
+  char* base = static_cast<char*>(P.d_meta);
+  P.d_features = reinterpret_cast<FeatureMeta*>(base + o_feat);
+  P.d_feature_first_bag = reinterpret_cast<std::int64_t*>(base + o_ffb);
+  P.d_seg_first_bag = reinterpret_cast<std::int64_t*>(base + o_sfb);
+  P.d_segs = reinterpret_cast<SegmentMeta*>(base + o_seg);
+
+  // --- launch plan: group size from D, 16-byte vectors where row starts allow them ---
+  const int vec = detail::vector_width(P.weights_dtype);
+  const bool base_aligned = (reinterpret_cast<std::uintptr_t>(P.weights) & 15u) == 0;
+  auto vectorizable = [&](std::int32_t f) {
+    return base_aligned && features[f].dim % vec == 0 && features[f].table_offset % vec == 0;
+  };
+  bool any_vec = false, any_scalar = false, any_chunked = false;
+  if (P.pooling == PoolingMode::None) {
+    P.seq_dim = P.T > 0 ? features[0].dim : 1;
+    P.seq_vectorized = true;
+    for (std::int32_t f = 0; f < P.T; ++f) P.seq_vectorized = P.seq_vectorized && vectorizable(f);
+    if (P.T == 0) P.seq_vectorized = false;
+    P.seq_group = group_size_for(P.seq_dim, P.seq_vectorized ? vec : 1);
+    P.paths.push_back(P.seq_vectorized ? "forward.sequence.vec" + std::to_string(vec)
+                                       : std::string("forward.sequence.scalar"));
+  } else {
+    for (std::int32_t f = 0; f < P.T; ++f) {
+      const bool v = vectorizable(f);
+      const int w = v ? vec : 1;
+      const int g = group_size_for(features[f].dim, w);
+      (v ? any_vec : any_scalar) = true;
+      if (features[f].dim > g * w) any_chunked = true;
+      const std::int64_t b0 = P.layout.feature_bag_offset[f], b1 = P.layout.feature_bag_offset[f + 1];
+      if (!P.pooled.empty() && P.pooled.back().group_size == g && P.pooled.back().vectorized == v &&
+          P.pooled.back().bag_end == b0)
+        P.pooled.back().bag_end = b1;
+      else
+        P.pooled.push_back(PooledLaunch{b0, b1, g, v});
+    }
+    if (any_vec) P.paths.push_back("forward.pooled.vec" + std::to_string(vec));
+    if (any_scalar) P.paths.push_back("forward.pooled.scalar");
+    if (any_chunked) P.paths.push_back("forward.pooled.column_chunks");
+    const bool pipelined_compiled =
+        any_vec && P.output_dtype == DType::F32 &&
+        (P.weights_dtype == DType::F32 ||
+         (P.weights_dtype == DType::F16 && P.accumulation == DType::F32));
+    P.paths.push_back(tuning.pipelined && pipelined_compiled ? "forward.pooled.pipelined"
+                                                             : "forward.pooled.group_per_bag");
+    if (p.lookups.is_vbe()) P.paths.push_back("forward.vbe");
+  }
+  switch (P.mode) {
+    case BoundsCheckMode::Fatal: P.paths.push_back("bounds.fatal_check"); break;
+    case BoundsCheckMode::None: break;
+    default: P.paths.push_back(P.fused ? "bounds.fused" : "bounds.separate");
+  }
+
+  // --- workspace: counters | repaired offsets | scan temp | repaired indices ---
+  const std::size_t isz = P.index_size();
+  P.ws_offsets = align_up(sizeof(DeviceCounters));
+  P.ws_scan = align_up(P.ws_offsets + static_cast<std::size_t>(P.num_offsets) * isz);
+  P.scan_bytes = detail::offsets_scan_temp_bytes(P.index_dtype, P.num_offsets);
+  P.ws_indices = align_up(P.ws_scan + P.scan_bytes);
+  P.ws_total = align_up(P.ws_indices + static_cast<std::size_t>(P.N) * isz);
+}
+
+ForwardOp::~ForwardOp() = default;
+ForwardOp::ForwardOp(ForwardOp&&) noexcept = default;
+ForwardOp& ForwardOp::operator=(ForwardOp&&) noexcept = default;
+
+std::size_t ForwardOp::workspace_bytes() const { return plan_->ws_total; }
+const OutputLayout& ForwardOp::layout() const { return plan_->layout; }
+
+void ForwardOp::run(void* d_output, void* d_workspace, cudaStream_t stream) {
+  ForwardPlan& P = *plan_;
+  P.stream = stream;
+  P.workspace = static_cast<char*>(d_workspace);
+  P.ran = true;
+  P.reset_counters(stream);
+  switch (P.mode) {
+    case BoundsCheckMode::None:
+      P.forward(d_output, P.offsets, P.indices, false, nullptr, nullptr, stream);
+      break;
+    case BoundsCheckMode::Fatal:
+      detail::launch_fatal_check(P.index_dtype, P.indices, P.offsets, P.N, P.d_features,
+                                 P.d_feature_first_bag, P.T, P.num_bags, P.counters(), stream);
+      P.forward(d_output, P.offsets, P.indices, false, nullptr, P.fatal_key(), stream);
+      break;
+    case BoundsCheckMode::Warning:
+    case BoundsCheckMode::Ignore:
+      detail::launch_offsets_repair(P.index_dtype, P.offsets, P.num_offsets, P.N,
+                                    P.repaired_offsets(), P.workspace + P.ws_scan, P.scan_bytes,
+                                    P.counters(), stream);
+      if (P.fused) {
+        P.forward(d_output, P.repaired_offsets(), P.indices, true, P.offsets, nullptr, stream);
+      } else {
+        detail::launch_repair_indices(P.index_dtype, P.indices, P.offsets, P.repaired_offsets(),
+                                      P.repaired_indices(), P.d_features, P.d_feature_first_bag,
+                                      P.T, P.num_bags, true, P.counters(), stream);
+        P.forward(d_output, P.repaired_offsets(), P.repaired_indices(), false, nullptr, nullptr,
+                  stream);
+      }
+      break;
+  }
+}
+
+ForwardStats ForwardOp::finish() {
+  ForwardPlan& P = *plan_;
+  if (!P.ran) throw DeviceError("ForwardOp::finish: run() was not called");
+  cuda_check(cudaStreamSynchronize(P.stream), "forward (stream synchronize)");
+  cuda_check(cudaGetLastError(), "forward (kernels)");
+  DeviceCounters c{};
+  cuda_check(cudaMemcpy(&c, P.counters(), sizeof c, cudaMemcpyDeviceToHost), "read counters");
+  if (P.mode == BoundsCheckMode::Fatal && c.fatal_key != detail::kFatalNone)
+    throw BoundsCheckError(P.describe(c.fatal_key));
+  ForwardStats stats;
+  if (P.mode == BoundsCheckMode::Warning || P.mode == BoundsCheckMode::Ignore)
+    stats.warnings = static_cast<std::int64_t>(c.bad_bags + c.bad_last_offset + c.bad_indices);
+  stats.paths = P.paths;
+  return stats;
+}
+
+RepairResult ForwardOp::repair(void* d_workspace, cudaStream_t stream) {
+  ForwardPlan& P = *plan_;
+  P.stream = stream;
+  P.workspace = static_cast<char*>(d_workspace);
+  P.ran = true;
+  const std::size_t isz = P.index_size();
+  auto download = [&](const void* src, std::int64_t n) {
+    std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+    if (n == 0) return v;
+    if (P.index_dtype == DType::I64) {
+      cuda_check(cudaMemcpy(v.data(), src, n * 8, cudaMemcpyDeviceToHost), "download repair");
+    } else {
+      std::vector<std::int32_t> t(static_cast<std::size_t>(n));
+      cuda_check(cudaMemcpy(t.data(), src, n * 4, cudaMemcpyDeviceToHost), "download repair");
+      std::copy(t.begin(), t.end(), v.begin());
+    }
+    return v;
+  };
+  RepairResult res;
+  P.reset_counters(stream);
+  if (P.mode == BoundsCheckMode::Fatal)
+    detail::launch_fatal_check(P.index_dtype, P.indices, P.offsets, P.N, P.d_features,
+                               P.d_feature_first_bag, P.T, P.num_bags, P.counters(), stream);
+  if (P.mode == BoundsCheckMode::Warning || P.mode == BoundsCheckMode::Ignore) {
+    detail::launch_offsets_repair(P.index_dtype, P.offsets, P.num_offsets, P.N,
+                                  P.repaired_offsets(), P.workspace + P.ws_scan, P.scan_bytes,
+                                  P.counters(), stream);
+    if (P.N > 0)
+      cuda_check(cudaMemcpyAsync(P.repaired_indices(), P.indices, P.N * isz,
+                                 cudaMemcpyDeviceToDevice, stream), "copy indices");
+    detail::launch_repair_indices(P.index_dtype, P.indices, P.offsets, P.repaired_offsets(),
+                                  P.repaired_indices(), P.d_features, P.d_feature_first_bag, P.T,
+                                  P.num_bags, true, P.counters(), stream);
+  }
+  cuda_check(cudaStreamSynchronize(stream), "repair (stream synchronize)");
+  DeviceCounters c{};
+  cuda_check(cudaMemcpy(&c, P.counters(), sizeof c, cudaMemcpyDeviceToHost), "read counters");
+  if (P.mode == BoundsCheckMode::Fatal && c.fatal_key != detail::kFatalNone)
+    throw BoundsCheckError(P.describe(c.fatal_key));
+  if (P.mode == BoundsCheckMode::Warning || P.mode == BoundsCheckMode::Ignore) {
+    res.offsets = download(P.repaired_offsets(), P.num_offsets);
+    res.indices = download(P.repaired_indices(), P.N);
+    res.bad_bags = static_cast<std::int64_t>(c.bad_bags);
+    res.bad_last_offset = static_cast<std::int64_t>(c.bad_last_offset);
+    res.bad_indices = static_cast<std::int64_t>(c.bad_indices);
+    res.warnings = res.bad_bags + res.bad_last_offset + res.bad_indices;
+  } else {
+    res.offsets = download(P.offsets, P.num_offsets);
+    res.indices = download(P.indices, P.N);
+  }
+  return res;
+}
+
+}  // namespace tbe::cuda

@@ -1,0 +1,156 @@
+#include "gpu_harness.h"
+
+#include <cstring>
+#include <sstream>
+
+#include <cuda_runtime_api.h>
+
+#include "tbe/cuda/device_buffer.h"
+#include "tbe/cuda/forward.h"
+#include "tbe/workloads.h"
+
+namespace tbe::test {
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw DeviceError(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+cudaStream_t test_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t t = nullptr;
+    check(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking), "cudaStreamCreate");
+    return t;
+  }();
+  return s;
+}
+
+/// Device copies of a case's buffers (sizes from the containers) and the problem pointing at them.
+struct DeviceCase {
+  cuda::DeviceBuffer weights, indices, offsets, psw;
+  ForwardProblem problem;
+  explicit DeviceCase(ForwardCase& c) {
+    problem = c.view();
+    const std::size_t isz = dtype_size(c.index_dtype);
+    weights = cuda::DeviceBuffer(c.weights.data(), c.weights.size());
+    indices = cuda::DeviceBuffer(problem.lookups.indices, c.indices.size() * isz);
+    offsets = cuda::DeviceBuffer(problem.lookups.offsets, c.offsets.size() * isz);
+    psw = cuda::DeviceBuffer(c.per_sample_weights.data(), c.per_sample_weights.size() * 4);
+    problem.tables.weights = c.weights.empty() ? nullptr : weights.get();
+    problem.lookups.indices = indices.get();
+    problem.lookups.offsets = offsets.get();
+    problem.lookups.per_sample_weights =
+        c.per_sample_weights.empty() ? nullptr : psw.as<const float>();
+    // Non-null pointers even for empty buffers, as the host view has them.
+    static cuda::DeviceBuffer dummy(256);
+    if (problem.lookups.indices == nullptr) problem.lookups.indices = dummy.get();
+    if (problem.lookups.offsets == nullptr && !c.offsets.empty()) problem.lookups.offsets = dummy.get();
+  }
+};
+
+}  // namespace
+
+std::string to_string(const Outcome& o) {
+  std::ostringstream s;
+  switch (o.kind) {
+    case Outcome::Kind::Ok: s << "ok (" << o.output.size() << " bytes, warnings " << o.stats.warnings << ")"; break;
+    case Outcome::Kind::InvalidArgument: s << "InvalidArgument[" << o.argument << "]: " << o.what; break;
+    case Outcome::Kind::BoundsCheck: s << "BoundsCheckError: " << o.what; break;
+  }
+  return s.str();
+}
+
+Outcome run_reference(ForwardCase& c) {
+  Outcome o;
+  try {
+    const ForwardProblem p = c.view();
+    throw_if_error(validate(p));
+    const OutputLayout layout = make_output_layout(p);
+    o.output.assign(layout.numel * dtype_size(p.options.policy.output), std::byte{0xff});
+    o.stats = forward_reference(p, o.output.data());
+  } catch (const InvalidArgument& e) {
+    o.kind = Outcome::Kind::InvalidArgument;
+    o.argument = e.argument();
+    o.what = e.what();
+    o.output.clear();
+  } catch (const BoundsCheckError& e) {
+    o.kind = Outcome::Kind::BoundsCheck;
+    o.violation = e.violation();
+    o.what = e.what();
+    o.output.clear();
+  }
+  return o;
+}
+
+Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, bool pipelined, bool prefer_l1,
+                int rows_in_flight) {
+  Outcome o;
+  DeviceCase dc(c);
+  cuda::DeviceBuffer out;
+  std::size_t out_bytes = 0;
+  auto download = [&]() {
+    std::vector<std::byte> all(out_bytes + kSentinelBytes);
+    check(cudaMemcpy(all.data(), out.get(), all.size(), cudaMemcpyDeviceToHost), "download");
+    for (std::size_t i = out_bytes; i < all.size(); ++i)
+      if (all[i] != std::byte{0xa5}) o.sentinels_intact = false;
+    all.resize(out_bytes);
+    return all;
+  };
+  try {
+    ForwardStrategy strategy;
+    strategy.fused_bounds_check = fused_bounds_check;
+    cuda::ForwardTuning tuning;
+    tuning.pipelined = pipelined;
+    tuning.prefer_l1 = prefer_l1;
+    tuning.rows_in_flight = rows_in_flight;
+    cuda::ForwardOp op(dc.problem, strategy, tuning);
+    out_bytes = op.layout().numel * dtype_size(dc.problem.options.policy.output);
+    out = cuda::DeviceBuffer(out_bytes + kSentinelBytes);
+    check(cudaMemset(out.get(), 0xff, out_bytes), "poison");
+    check(cudaMemset(static_cast<char*>(out.get()) + out_bytes, 0xa5, kSentinelBytes), "sentinel");
+    cuda::DeviceBuffer ws(op.workspace_bytes());
+    op.run(out.get(), ws.get(), test_stream());
+    o.stats = op.finish();
+    o.output = download();
+  } catch (const InvalidArgument& e) {
+    o.kind = Outcome::Kind::InvalidArgument;
+    o.argument = e.argument();
+    o.what = e.what();
+  } catch (const BoundsCheckError& e) {
+    o.kind = Outcome::Kind::BoundsCheck;
+    o.violation = e.violation();
+    o.what = e.what();
+    const std::vector<std::byte> after = download();
+    for (std::byte b : after)
+      if (b != std::byte{0xff}) o.poison_intact = false;
+  }
+  return o;
+}
+
+RepairResult repair_gpu(ForwardCase& c) {
+  DeviceCase dc(c);
+  cuda::ForwardOp op(dc.problem);
+  cuda::DeviceBuffer ws(op.workspace_bytes());
+  return op.repair(ws.get(), test_stream());
+}
+
+std::int64_t count_bit_differences(const Outcome& a, const Outcome& b) {
+  if (a.output.size() != b.output.size()) return -1;
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < a.output.size(); ++i) n += a.output[i] != b.output[i];
+  return n;
+}
+
+void fill_weights(ForwardCase& c, std::uint64_t seed, bool small_integers) {
+  Rng rng(seed, 0x5eedull);
+  for (std::size_t t = 0; t < c.rows.size(); ++t)
+    for (std::int64_t r = 0; r < c.rows[t]; ++r)
+      for (std::int32_t d = 0; d < c.dims[t]; ++d) {
+        const double v = small_integers ? static_cast<double>(rng.uniform_int(17) - 8)
+                                        : 2.0 * rng.uniform() - 1.0;
+        c.set_weight(static_cast<std::int64_t>(t), r, d, v);
+      }
+}
+
+}  // namespace tbe::test

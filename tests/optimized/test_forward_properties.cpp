@@ -1,0 +1,174 @@
+// GPU-vs-reference properties of the CUDA forward (device-level ForwardOp, canaries on), judged by
+// the enclosure oracle; bounds-check outcomes compared with tbe::repair / find_first_violation.
+#include <algorithm>
+
+#include <rapidcheck/catch.h>
+
+#include "case_gen.h"
+#include "gpu_harness.h"
+#include "tbe/cuda/backend.h"
+#include "tbe/oracle/forward_oracle.h"
+
+using namespace tbe;
+using namespace tbe::test;
+
+namespace {
+
+bool has_path(const ForwardStats& s, const std::string& name) {
+  return std::find(s.paths.begin(), s.paths.end(), name) != s.paths.end();
+}
+
+/// The GPU output of `c` (strategy `fused`) lies in the oracle's enclosures, the canaries hold and
+/// the warning count equals tbe::repair's.
+void verify_ok(ForwardCase& c, const Outcome& gpu) {
+  RC_ASSERT(gpu.sentinels_intact);
+  const ForwardProblem p = c.view();
+  const oracle::CheckReport report = oracle::check_forward(p, gpu.output.data());
+  RC_LOG() << report.summary() << "\n";
+  RC_ASSERT(report.passed());
+  const RepairResult expected = repair(p);
+  RC_ASSERT(gpu.stats.warnings == expected.warnings);
+}
+
+}  // namespace
+
+TEST_CASE("forward on valid input matches the reference in every mode", "[gpu][forward]") {
+  rc::prop("valid input: GPU output in the enclosure, no warnings", [] {
+    const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore,
+                                                   BoundsCheckMode::None, BoundsCheckMode::Fatal);
+    ForwardCase c = gen_valid_case(mode);
+    const bool fused = *rc::gen::arbitrary<bool>();
+    const bool pipelined = *rc::gen::arbitrary<bool>();
+    const bool prefer_l1 = *rc::gen::arbitrary<bool>();
+    const int rows = *rc::gen::element(4, 8);
+    RC_LOG() << describe(c) << " fused=" << fused << " pipelined=" << pipelined
+             << " prefer_l1=" << prefer_l1 << " rows_in_flight=" << rows << "\n";
+    const Outcome gpu = run_gpu(c, fused, pipelined, prefer_l1, rows);
+    RC_LOG() << to_string(gpu) << "\n";
+    RC_ASSERT(gpu.kind == Outcome::Kind::Ok);
+    verify_ok(c, gpu);
+    RC_ASSERT(gpu.stats.warnings == 0);
+    if (mode == BoundsCheckMode::Warning || mode == BoundsCheckMode::Ignore)
+      RC_ASSERT(has_path(gpu.stats, fused ? "bounds.fused" : "bounds.separate"));
+    if (mode == BoundsCheckMode::Fatal) RC_ASSERT(has_path(gpu.stats, "bounds.fatal_check"));
+  });
+}
+
+TEST_CASE("forward repairs malformed input like the reference", "[gpu][forward][bounds]") {
+  rc::prop("WARNING/IGNORE: fused and separate in the enclosure, bitwise equal, same count", [] {
+    const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore);
+    ForwardCase c = gen_valid_case(mode);
+    gen_malform(c);
+    RC_LOG() << describe(c) << "\n";
+    const bool pipelined = *rc::gen::arbitrary<bool>();
+    RC_LOG() << "pipelined(fused)=" << pipelined << "\n";
+    const Outcome fused = run_gpu(c, true, pipelined, true, pipelined ? 8 : 4);
+    const Outcome separate = run_gpu(c, false, !pipelined, false, 8);
+    RC_LOG() << "fused: " << to_string(fused) << "; separate: " << to_string(separate) << "\n";
+    RC_ASSERT(fused.kind == Outcome::Kind::Ok);
+    RC_ASSERT(separate.kind == Outcome::Kind::Ok);
+    verify_ok(c, fused);
+    verify_ok(c, separate);
+    RC_ASSERT(count_bit_differences(fused, separate) == 0);
+  });
+}
+
+TEST_CASE("FATAL reports the same first offender and writes nothing", "[gpu][forward][bounds]") {
+  rc::prop("FATAL: same BoundsViolation as the reference, output untouched", [] {
+    ForwardCase c = gen_valid_case(BoundsCheckMode::Fatal);
+    gen_malform(c);
+    RC_LOG() << describe(c) << "\n";
+    const Outcome ref = run_reference(c);
+    const Outcome gpu = run_gpu(c, *rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<bool>());
+    RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
+    RC_ASSERT(gpu.kind == ref.kind);
+    RC_ASSERT(gpu.sentinels_intact);
+    if (ref.kind == Outcome::Kind::BoundsCheck) {
+      RC_ASSERT(gpu.violation == ref.violation);
+      RC_ASSERT(gpu.poison_intact);
+    } else {
+      verify_ok(c, gpu);  // a mutation may have left the input valid
+    }
+  });
+}
+
+TEST_CASE("GPU repair step equals tbe::repair", "[gpu][bounds]") {
+  rc::prop("repair(): offsets, indices and counts equal the reference", [] {
+    const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore,
+                                                   BoundsCheckMode::Fatal);
+    ForwardCase c = gen_valid_case(mode);
+    if (*rc::gen::arbitrary<bool>()) gen_malform(c);
+    RC_LOG() << describe(c) << "\n";
+    const ForwardProblem p = c.view();
+    bool ref_threw = false, gpu_threw = false;
+    RepairResult ref, gpu;
+    BoundsViolation ref_v, gpu_v;
+    try { ref = repair(p); } catch (const BoundsCheckError& e) { ref_threw = true; ref_v = e.violation(); }
+    try { gpu = repair_gpu(c); } catch (const BoundsCheckError& e) { gpu_threw = true; gpu_v = e.violation(); }
+    RC_ASSERT(ref_threw == gpu_threw);
+    if (ref_threw) {
+      RC_ASSERT(ref_v == gpu_v);
+      return;
+    }
+    RC_ASSERT(gpu.offsets == ref.offsets);
+    RC_ASSERT(gpu.indices == ref.indices);
+    RC_ASSERT(gpu.warnings == ref.warnings);
+    RC_ASSERT(gpu.bad_bags == ref.bad_bags);
+    RC_ASSERT(gpu.bad_last_offset == ref.bad_last_offset);
+    RC_ASSERT(gpu.bad_indices == ref.bad_indices);
+  });
+}
+
+TEST_CASE("invalid arguments are rejected like the reference, before any launch", "[gpu][validate]") {
+  rc::prop("same InvalidArgument::argument() on both backends", [] {
+    ForwardCase c = gen_valid_case(BoundsCheckMode::Warning, CaseLimits{false, true, 12});
+    const int what = *rc::gen::inRange(0, 7);
+    switch (what) {
+      case 0: c.offsets.push_back(c.offsets.back()); break;           // offsets one too long
+      case 1: if (c.offsets.size() > 1) c.offsets.pop_back(); else c.offsets.clear(); break;
+      case 2: c.dims[0] = 4096; break;                                // D over the limit
+      case 3: c.feature_table_map[0] = static_cast<std::int32_t>(c.rows.size()); break;
+      case 4: c.options.policy.weights = c.weights_dtype == DType::F32 ? DType::F16 : DType::F32; break;
+      case 5:  // NONE with per-sample weights
+        c.options.pooling = PoolingMode::None;
+        c.per_sample_weights.assign(c.indices.size(), 1.0f);
+        break;
+      case 6:  // VBE totals that do not match the offsets
+        c.vbe_ranks = 1;
+        c.vbe_batch_sizes.assign(c.feature_table_map.size(), 1);
+        c.vbe_batch_sizes[0] = static_cast<std::int32_t>(c.offsets.size());  // too many bags
+        break;
+    }
+    RC_LOG() << "mutation " << what << ": " << describe(c) << "\n";
+    const Outcome ref = run_reference(c);
+    const Outcome gpu = run_gpu(c, true);
+    RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
+    // (a mutation can leave the call valid, e.g. NONE + "weights" with N = 0: then both succeed)
+    RC_ASSERT(gpu.kind == ref.kind);
+    RC_ASSERT(ref.kind != Outcome::Kind::BoundsCheck);
+    if (ref.kind == Outcome::Kind::InvalidArgument) RC_ASSERT(gpu.argument == ref.argument);
+    RC_CLASSIFY(ref.kind == Outcome::Kind::InvalidArgument, "rejected");
+  });
+}
+
+TEST_CASE("host Backend: cuda forward and repair equal the reference backend", "[gpu][backend]") {
+  auto gpu_backend = cuda::make_cuda_backend();
+  REQUIRE(gpu_backend->name().rfind("cuda:", 0) == 0);
+  rc::prop("Backend::forward in the enclosure with the reference's warnings", [&] {
+    const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore);
+    ForwardCase c = gen_valid_case(mode);
+    if (*rc::gen::arbitrary<bool>()) gen_malform(c);
+    const ForwardProblem p = c.view();
+    const OutputLayout layout = make_output_layout(p);
+    const std::size_t bytes = layout.numel * dtype_size(p.options.policy.output);
+    std::vector<std::byte> out(bytes + 64, std::byte{0xa5});
+    ForwardStrategy strategy;
+    strategy.fused_bounds_check = *rc::gen::arbitrary<bool>();
+    const ForwardStats stats = gpu_backend->forward(p, out.data(), strategy);
+    for (std::size_t i = bytes; i < out.size(); ++i) RC_ASSERT(out[i] == std::byte{0xa5});
+    const oracle::CheckReport report = oracle::check_forward(p, out.data());
+    RC_LOG() << describe(c) << "\n" << report.summary() << "\n";
+    RC_ASSERT(report.passed());
+    RC_ASSERT(stats.warnings == repair(p).warnings);
+  });
+}
