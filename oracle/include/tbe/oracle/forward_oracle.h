@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,13 @@
 namespace tbe::oracle {
 
 /// Interval of admissible stored values (both ends are values of the output type).
+/// Finite or infinite ends: a value v is admissible iff lo <= v <= hi (NaN is not), with two
+/// special forms (docs/oracle.md §5 "Special elements"):
+///  - lo = -inf, hi = +inf: unconstrained (the accumulation type may overflow for this element);
+///    every value, NaN included, is admissible;
+///  - lo and hi NaN: the IEEE result is NaN (a NaN/Inf input, or +inf and -inf terms); only NaN
+///    is admissible.
+/// Signed zeros are not distinguished (-0.0 == +0.0).
 struct Enclosure {
   double lo = 0.0;
   double hi = 0.0;
@@ -20,7 +28,9 @@ struct Enclosure {
 
 /// Coordinates of one forward output element. Pooled: (feature, sample, column) with column local
 /// to the feature (VBE: sample is the rank-major bag index inside the feature, rank also given).
-/// NONE: row = lookup position p, column d, feature of the bag holding p (-1 if none).
+/// NONE: row = lookup position p, column d, feature of the bag holding p (-1 if none) and sample
+/// = that bag's index inside its feature (-1 if none). Pooled non-VBE: row = sample (the output
+/// row); pooled VBE: row = -1 (the output is 1-D).
 struct ElementCoord {
   std::int64_t feature = -1;
   std::int64_t sample = -1;
@@ -28,6 +38,7 @@ struct ElementCoord {
   std::int64_t row = -1;
   std::int64_t column = -1;
   std::int64_t flat = -1;  ///< flat element index in the output buffer
+  bool lookup_row = false; ///< (addition) true under NONE: `row` is a lookup position
 };
 
 /// The judgement of one output element.
@@ -69,5 +80,56 @@ CheckReport check_forward(const ForwardProblem& p, const void* output);
 /// Coordinates of flat output element `flat` of problem p.
 ElementCoord locate_output_element(const ForwardProblem& p, const OutputLayout& layout,
                                    std::int64_t flat);
+
+// ---- Additions (reusable pieces of the above; forward_enclosures/check_forward are built on
+// ---- them). Compute the enclosures once and judge many candidate outputs against them.
+
+/// Enclosures together with the FP64 reference values (the enclosures' centres before any
+/// widening) and the output layout they index.
+struct ForwardEnclosures {
+  std::vector<Enclosure> enclosures;  ///< [layout.numel]
+  std::vector<double> reference;      ///< [layout.numel] FP64 value in index order (NONE: W)
+  OutputLayout layout;
+};
+
+/// forward_enclosures(p) plus the reference values and layout (same rules, same errors).
+ForwardEnclosures compute_forward_enclosures(const ForwardProblem& p);
+
+/// Which accumulation bound sizes the enclosures (docs/oracle.md §9).
+struct EnclosureOptions {
+  enum class Bound : std::uint8_t {
+    /// Rigorous worst case γ(k)·Σ|terms|: never rejects a conforming implementation.
+    WorstCase,
+    /// Opt-in, sharper for long bags: Higham & Mary (2019) γ̃(k) = exp(λ√k·u + k·u²/(1−u)) − 1
+    /// (never wider than γ(k)), with λ chosen so that, if the rounding errors of the kernel are
+    /// independent mean-zero random variables, the probability that a conforming output is
+    /// rejected is at most `false_alarm_probability` (union bound over every term of every
+    /// element). Structured data (equal terms, sorted orders) can break that model: use it for
+    /// random data only.
+    Probabilistic,
+  };
+  Bound bound = Bound::WorstCase;
+  double false_alarm_probability = 1e-9;  ///< per checked output, in (0, 1); Probabilistic only
+};
+/// compute_forward_enclosures with a chosen bound. `lambda_out` (optional) receives the λ used
+/// (0 for WorstCase).
+ForwardEnclosures compute_forward_enclosures(const ForwardProblem& p, const EnclosureOptions& o,
+                                             double* lambda_out = nullptr);
+
+/// Judges candidate values (FP64 copies of a stored output, [layout.numel]) against `enc`.
+/// Besides lying in its enclosure, each value must be a value of p.options.policy.output (a
+/// stored output is rounded once): a value that is not (e.g. 1 + 2^-13 for an FP16 output) is a
+/// failure at position +-inf. Never throws on bad values; throws InvalidArgument on a size
+/// mismatch.
+CheckReport judge_forward(const ForwardProblem& p, const ForwardEnclosures& enc,
+                          std::span<const double> values);
+
+/// check_forward for candidate values already converted to FP64 (e.g. a CPU emulation or a
+/// device output copied out): compute_forward_enclosures(p) then judge_forward.
+CheckReport check_forward_values(const ForwardProblem& p, std::span<const double> values);
+
+/// Admissibility of one value (the rule judge_forward applies, without the output-type test):
+/// fills position and inside of a verdict whose enclosure and value are set.
+void judge_element(ElementVerdict& v);
 
 }  // namespace tbe::oracle
