@@ -1,0 +1,28 @@
+# ctest driver: runs `tbe-verify --batch 64 --json FILE`, requires exit status 0 and a JSON document
+# that parses, with one entry per case and a summary that agrees with the exit status.
+# Usage: cmake -DTBE_VERIFY=<binary> -DJSON_FILE=<path> -P run_tbe_verify.cmake
+file(REMOVE "${JSON_FILE}")
+execute_process(COMMAND "${TBE_VERIFY}" --batch 64 --json "${JSON_FILE}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tbe-verify --batch 64 exited with ${rc}\n${err}")
+endif()
+if(NOT EXISTS "${JSON_FILE}")
+  message(FATAL_ERROR "tbe-verify did not write ${JSON_FILE}")
+endif()
+file(READ "${JSON_FILE}" doc)
+string(JSON tool ERROR_VARIABLE json_error GET "${doc}" tool)
+if(json_error)
+  message(FATAL_ERROR "${JSON_FILE} does not parse: ${json_error}")
+endif()
+string(JSON ncases LENGTH "${doc}" cases)
+string(JSON failed GET "${doc}" summary failed)
+string(JSON batch GET "${doc}" workload B)
+if(NOT tool STREQUAL "tbe-verify" OR ncases LESS 1 OR NOT failed EQUAL 0 OR NOT batch EQUAL 64)
+  message(FATAL_ERROR "unexpected JSON: tool=${tool} cases=${ncases} failed=${failed} B=${batch}")
+endif()
+if(NOT out MATCHES "[0-9]+ passed, 0 failed, [0-9]+ skipped")
+  message(FATAL_ERROR "no final 'N passed, 0 failed, N skipped' line")
+endif()
+message(STATUS "tbe-verify --batch 64: exit 0, ${ncases} cases in valid JSON")

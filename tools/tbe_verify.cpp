@@ -1,0 +1,284 @@
+// tbe-verify: the verification matrix of the TBE forward (precision policy x weighted x index
+// width x pooling x bounds-check mode x VBE) on the seed-large workload, the CUDA backend against
+// the FP64 reference through the enclosure oracle. With no GPU it says so and runs the reference
+// self-checks instead, reporting every GPU row as skipped. See --help.
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tbe/backend.h"
+#include "tbe/errors.h"
+#include "verify/matrix.h"
+#include "verify/report.h"
+#include "verify/runner.h"
+
+namespace {
+
+using namespace tbe::verify;
+
+constexpr std::int64_t kDefaultBatch = 8192;
+constexpr std::int64_t kFullBatch = 131072;
+constexpr std::int64_t kMaxBatch = 1048576;  // T·B·L stays far below 2^31 for int32 indices
+constexpr int kUsageError = 2;
+
+const char* const kHelp = R"(usage: tbe-verify [options]
+
+Runs the TBE forward verification matrix on the seed-large workload (T=32, E=100000, D=128, L=20,
+zipf 1.15) scaled to B = 8192: the CUDA backend against the FP64 reference, judged by the
+enclosure oracle, with warning counts and errors compared. With no GPU it says so, reports every
+GPU row as SKIPPED and runs the CPU self-checks (oracle vs reference and policy emulations,
+reference invariants) on the same workload instead.
+
+Axes (use these names in --only):
+  policy   seed-default | fbgemm-cuda       w   fp32 | fp16 | bf16     out  fp32 | fp16 | bf16
+  weighted 0 | 1       index int32 | int64   pooling sum | mean | none
+  bounds   none | warning | ignore | fatal  vbe 0 | 1
+  (policy, w and out form 8 precision levels; weighted=1 with pooling=none is not applicable)
+
+Options:
+  --batch B          batch size B (1 .. 1048576; default 8192)
+  --full             seed-large at its full B = 131072 (--batch overrides)
+  --seed S           workload seed, an unsigned integer (default 1)
+  --design D         pairwise (default: every pair of axis values at least once) or full
+  --only FILTER      run only cases matching axis=value[|value][,axis=value...], e.g.
+                     --only policy=fbgemm-cuda,w=fp16,pooling=mean. Filters the design; if no
+                     case of the design matches, the full product is filtered instead.
+  --json FILE        write every case (axes, verdict, worst element, warnings, paths, seconds)
+  --backend K        cuda (default) or cpu: cpu runs the GPU rows against the CPU reference
+                     backend (tests this tool; it does not verify a GPU)
+  --list             print the cases of the design (after --only) and exit
+  --help, -h         this text
+
+Exit status: 0 when nothing failed (GPU rows skipped without a GPU count as skipped, never as
+passed), 1 when a case failed, 2 for a bad command line, 3 for an error that stopped the run.
+)";
+
+struct Args {
+  std::optional<std::int64_t> batch;
+  bool full = false;
+  std::uint64_t seed = 1;
+  Design design = Design::Pairwise;
+  std::string only;
+  std::string json_path;
+  std::string backend = "cuda";
+  bool list = false;
+  bool help = false;
+};
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::uint64_t parse_unsigned(const std::string& flag, const std::string& text,
+                             const std::string& allowed) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  bool ok = !text.empty() && text[0] != '-' && text[0] != '+';
+  if (ok) {
+    try {
+      v = std::stoull(text, &used, 10);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || used != text.size()) throw UsageError(flag + ": '" + text + "' is not " + allowed);
+  return v;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::optional<std::string> inline_value;
+    if (flag.rfind("--", 0) == 0) {
+      const std::size_t eq = flag.find('=');
+      if (eq != std::string::npos) {
+        inline_value = flag.substr(eq + 1);
+        flag = flag.substr(0, eq);
+      }
+    }
+    auto value = [&](const char* what) -> std::string {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size()) throw UsageError(flag + ": missing value (expected " + what + ")");
+      return args[++i];
+    };
+    auto no_value = [&] {
+      if (inline_value) throw UsageError(flag + ": takes no value (got '" + *inline_value + "')");
+    };
+    if (flag == "--help" || flag == "-h") {
+      no_value();
+      a.help = true;
+    } else if (flag == "--full") {
+      no_value();
+      a.full = true;
+    } else if (flag == "--list") {
+      no_value();
+      a.list = true;
+    } else if (flag == "--batch") {
+      const std::string v = value("a batch size B");
+      const std::string allowed =
+          "a batch size (allowed: an integer 1 .. " + std::to_string(kMaxBatch) + ")";
+      const std::uint64_t b = parse_unsigned("--batch", v, allowed);
+      if (b < 1 || b > static_cast<std::uint64_t>(kMaxBatch))
+        throw UsageError("--batch: '" + v + "' is not " + allowed);
+      a.batch = static_cast<std::int64_t>(b);
+    } else if (flag == "--seed") {
+      a.seed =
+          parse_unsigned("--seed", value("a seed"), "a seed (allowed: an unsigned 64-bit integer)");
+    } else if (flag == "--design") {
+      const std::string v = value("pairwise or full");
+      try {
+        a.design = parse_design(v);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--design: ") + e.what());
+      }
+    } else if (flag == "--only") {
+      a.only = value("axis=value[,axis=value...]");
+      try {
+        (void)CaseFilter::parse(a.only);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--only: ") + e.what());
+      }
+    } else if (flag == "--json") {
+      a.json_path = value("a file name");
+      if (a.json_path.empty()) throw UsageError("--json: the file name is empty");
+    } else if (flag == "--backend") {
+      a.backend = value("cuda or cpu");
+      if (a.backend != "cuda" && a.backend != "cpu")
+        throw UsageError("--backend: '" + a.backend + "' is not a backend (allowed: cuda, cpu)");
+    } else {
+      throw UsageError("unknown argument '" + args[i] +
+                       "' (allowed: --batch B, --full, --seed S, --design pairwise|full, "
+                       "--only FILTER, --json FILE, --backend cuda|cpu, --list, --help)");
+    }
+  }
+  return a;
+}
+
+int run(const Args& args) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t batch = args.batch ? *args.batch : (args.full ? kFullBatch : kDefaultBatch);
+
+  // Cases: the design, filtered by --only (falling back to the full product).
+  RunInfo info;
+  info.design = args.design;
+  info.seed = args.seed;
+  info.only = args.only;
+  std::vector<CaseAxes> cases = enumerate_cases(args.design);
+  info.design_cases = cases.size();
+  if (!args.only.empty()) {
+    const CaseFilter filter = CaseFilter::parse(args.only);
+    auto select = [&](const std::vector<CaseAxes>& from) {
+      std::vector<CaseAxes> out;
+      for (const CaseAxes& c : from)
+        if (filter.matches(c)) out.push_back(c);
+      return out;
+    };
+    std::vector<CaseAxes> picked = select(cases);
+    if (picked.empty()) {
+      picked = select(enumerate_cases(Design::Full));
+      info.only_from_full = true;
+    }
+    if (picked.empty())
+      throw UsageError("--only: no case matches '" + args.only +
+                       "' (out=fp16 exists only with policy=seed-default,w=fp16; out=bf16 only "
+                       "with policy=fbgemm-cuda,w=bf16)");
+    cases = std::move(picked);
+  }
+  info.coverage = pair_coverage(cases);
+
+  // The backend under test.
+  std::unique_ptr<tbe::Backend> device;
+  if (args.backend == "cpu") {
+    device = tbe::make_reference_backend();
+    info.device_is_cpu = true;
+  } else {
+    try {
+      device = tbe::select_backend(tbe::BackendKind::Cuda);
+    } catch (const tbe::Error& e) {
+      info.skip_reason = e.what();
+    }
+  }
+  info.device_present = device != nullptr;
+  info.backend = device ? device->name() : "";
+  if (device) {
+    const std::string name = device->name();  // "cuda:<device name>" or "cpu-reference"
+    info.device = name.rfind("cuda:", 0) == 0 ? name.substr(5) : name;
+  } else {
+    info.device = "no GPU";
+  }
+  info.threads = omp_get_max_threads();
+
+  RunnerConfig cfg;
+  cfg.batch = batch;
+  cfg.seed = args.seed;
+  cfg.device = device.get();
+  cfg.skip_reason = info.device_present ? "" : "no GPU (" + info.skip_reason + ")";
+  Runner runner(cfg);
+  info.spec = runner.spec();
+  info.sequence_samples = runner.sequence_samples();
+  info.vbe_ranks = runner.vbe_ranks();
+
+  if (args.list) {
+    print_header(std::cout, info);
+    print_list(std::cout, info, cases);
+    return 0;
+  }
+
+  std::ofstream json_file;
+  if (!args.json_path.empty()) {
+    json_file.open(args.json_path);
+    if (!json_file) throw UsageError("--json: cannot write '" + args.json_path + "'");
+  }
+
+  print_header(std::cout, info);
+  std::cout << std::flush;
+  std::vector<CaseResult> results;
+  results.reserve(cases.size());
+  Progress progress(std::cerr, cases.size(), isatty(STDERR_FILENO) == 1);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    progress.begin(i, cases[i]);
+    results.push_back(runner.run(cases[i]));
+    progress.end(i, results.back());
+  }
+  progress.finish();
+
+  info.seconds_generation = runner.generation_seconds();
+  info.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  print_results(std::cout, info, results);
+  if (json_file.is_open()) {
+    json_file << to_json(info, results).dump(2) << "\n";
+    if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
+  }
+  return count_rows(results).failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse_args(argc, argv);
+    if (args.help) {
+      std::cout << kHelp;
+      return 0;
+    }
+    return run(args);
+  } catch (const UsageError& e) {
+    std::cerr << "tbe-verify: " << e.what() << "\n(see tbe-verify --help)\n";
+    return kUsageError;
+  } catch (const std::exception& e) {
+    std::cerr << "tbe-verify: error: " << e.what() << "\n";
+    return 3;
+  }
+}
