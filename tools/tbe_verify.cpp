@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,7 @@
 
 #include "tbe/backend.h"
 #include "tbe/errors.h"
+#include "verify/case_commands.h"
 #include "verify/matrix.h"
 #include "verify/report.h"
 #include "verify/runner.h"
@@ -31,6 +33,8 @@ constexpr std::int64_t kMaxBatch = 1048576;  // T·B·L stays far below 2^31 for
 constexpr int kUsageError = 2;
 
 const char* const kHelp = R"(usage: tbe-verify [options]
+       tbe-verify replay CASE_DIR
+       tbe-verify check CASE_DIR
 
 Runs the TBE forward verification matrix on the seed-large workload (T=32, E=100000, D=128, L=20,
 zipf 1.15) scaled to B = 8192: the CUDA backend against the FP64 reference, judged by the
@@ -56,7 +60,22 @@ Options:
   --backend K        cuda (default) or cpu: cpu runs the GPU rows against the CPU reference
                      backend (tests this tool; it does not verify a GPU)
   --list             print the cases of the design (after --only) and exit
+  --save-failures DIR
+                     write each failing case (inputs + the backend's outputs) to DIR/<case label>
+                     as a case folder (docs/case-files.md; default ./tbe-verify-failures)
+  --save-failures-max N
+                     write at most N failing cases (default 4; 0 writes none): seed-large
+                     tables are large (up to 1.6 GB per case for fp32)
   --help, -h         this text
+
+Case folders (docs/case-files.md):
+  replay CASE_DIR    rerun the case on the reference and on CUDA (both bounds-check strategies)
+                     and judge every output through the oracle, with warnings and error
+                     agreement; with no GPU the GPU side is reported as skipped. Exit 0 when the
+                     CPU side is fine and the GPU side passed or was skipped.
+  check CASE_DIR     judge the outputs recorded in the case (another implementation's, or a
+                     failing backend's) through the oracle, no GPU needed. Exit 0 when the
+                     verdict equals the case's expect.verdict (default pass), 1 otherwise.
 
 Exit status: 0 when nothing failed (GPU rows skipped without a GPU count as skipped, never as
 passed), 1 when a case failed, 2 for a bad command line, 3 for an error that stopped the run.
@@ -70,6 +89,8 @@ struct Args {
   std::string only;
   std::string json_path;
   std::string backend = "cuda";
+  std::string save_failures = "tbe-verify-failures";
+  std::int64_t save_failures_max = 4;
   bool list = false;
   bool help = false;
 };
@@ -157,10 +178,20 @@ Args parse_args(int argc, char** argv) {
       a.backend = value("cuda or cpu");
       if (a.backend != "cuda" && a.backend != "cpu")
         throw UsageError("--backend: '" + a.backend + "' is not a backend (allowed: cuda, cpu)");
+    } else if (flag == "--save-failures") {
+      a.save_failures = value("a folder");
+      if (a.save_failures.empty()) throw UsageError("--save-failures: the folder name is empty");
+    } else if (flag == "--save-failures-max") {
+      a.save_failures_max = static_cast<std::int64_t>(std::min<std::uint64_t>(
+          parse_unsigned("--save-failures-max", value("a count"),
+                         "a count (allowed: an unsigned integer)"),
+          1u << 30));
     } else {
       throw UsageError("unknown argument '" + args[i] +
                        "' (allowed: --batch B, --full, --seed S, --design pairwise|full, "
-                       "--only FILTER, --json FILE, --backend cuda|cpu, --list, --help)");
+                       "--only FILTER, --json FILE, --backend cuda|cpu, --save-failures DIR, "
+                       "--save-failures-max N, --list, --help; subcommands: replay CASE_DIR, "
+                       "check CASE_DIR)");
     }
   }
   return a;
@@ -225,6 +256,8 @@ int run(const Args& args) {
   cfg.seed = args.seed;
   cfg.device = device.get();
   cfg.skip_reason = info.device_present ? "" : "no GPU (" + info.skip_reason + ")";
+  cfg.save_failures_dir = args.save_failures;
+  cfg.save_failures_max = args.save_failures_max;
   Runner runner(cfg);
   info.spec = runner.spec();
   info.sequence_samples = runner.sequence_samples();
@@ -266,8 +299,23 @@ int run(const Args& args) {
 
 }  // namespace
 
+// `tbe-verify replay DIR` / `tbe-verify check DIR`.
+int run_case_command(const std::string& cmd, const std::vector<std::string>& rest) {
+  if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {
+    std::cout << kHelp;
+    return 0;
+  }
+  if (rest.size() != 1 || rest[0].empty() || rest[0].rfind("--", 0) == 0)
+    throw UsageError(cmd + ": expected exactly one argument, the case folder (got " +
+                     std::to_string(rest.size()) + ")");
+  if (cmd == "check") return tbe::verify::check_case(rest[0], std::cout);
+  return tbe::verify::replay_case(rest[0], std::cout);
+}
+
 int main(int argc, char** argv) {
   try {
+    if (argc >= 2 && (std::string(argv[1]) == "replay" || std::string(argv[1]) == "check"))
+      return run_case_command(argv[1], std::vector<std::string>(argv + 2, argv + argc));
     const Args args = parse_args(argc, argv);
     if (args.help) {
       std::cout << kHelp;

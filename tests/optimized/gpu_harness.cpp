@@ -1,12 +1,14 @@
 #include "gpu_harness.h"
 
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include <cuda_runtime_api.h>
 
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/forward.h"
+#include "tbe/io/case_file.h"
 #include "tbe/workloads.h"
 
 namespace tbe::test {
@@ -140,6 +142,43 @@ std::int64_t count_bit_differences(const Outcome& a, const Outcome& b) {
   std::int64_t n = 0;
   for (std::size_t i = 0; i < a.output.size(); ++i) n += a.output[i] != b.output[i];
   return n;
+}
+
+std::string FailureRecorder::folder(const std::string& property) {
+  return (std::filesystem::absolute("tbe-failures") / property).string();
+}
+
+void FailureRecorder::save() noexcept {
+  try {
+    io::CaseFile cf;
+    cf.name = property_;
+    cf.provenance = "test_optimized property '" + property_ +
+                    "' (failing evaluation; RapidCheck prints the seed to reproduce it)";
+    cf.problem = case_;
+    if (gpu_) {
+      io::RecordedOutputs r;
+      r.implementation = implementation_;
+      r.output_dtype = case_.options.policy.output;
+      switch (gpu_->kind) {
+        case Outcome::Kind::Ok:
+          r.output = gpu_->output;
+          r.warnings = gpu_->stats.warnings;
+          break;
+        case Outcome::Kind::BoundsCheck: r.error = "bounds_check"; break;
+        case Outcome::Kind::InvalidArgument: r.error = "invalid_argument"; break;
+      }
+      cf.recorded = std::move(r);
+      cf.expect = io::Expectation{"pass", ""};
+    }
+    const std::string dir = folder(property_);
+    io::write_case(dir, cf);
+    RC_LOG() << "case written: tbe-verify replay " << dir << "   (judge the recorded GPU outputs: "
+             << "tbe-verify check " << dir << ")\n";
+  } catch (const std::exception& e) {
+    RC_LOG() << "could not write the failing case to " << folder(property_) << ": " << e.what()
+             << "\n";
+  } catch (...) {
+  }
 }
 
 void fill_weights(ForwardCase& c, std::uint64_t seed, bool small_integers) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <rapidcheck.h>
+
 #include "tbe/backend.h"
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
@@ -47,6 +49,44 @@ RepairResult repair_gpu(ForwardCase& c);
 
 /// Number of elements of `o.output` whose bytes differ between a and b.
 std::int64_t count_bit_differences(const Outcome& a, const Outcome& b);
+
+/// Failing evaluations leave a replayable case (docs/case-files.md): run the body of a property
+/// through a FailureRecorder; when the body fails (an RC_ASSERT failure or any exception, not a
+/// discard) the case and the GPU outcome given to record() are written to
+/// tbe-failures/<property>/ (relative to the working directory, overwritten on every failing
+/// evaluation: RapidCheck evaluates shrink candidates after the first failure, so the folder ends
+/// up holding the shrunk counterexample) and the replay command is RC_LOGged.
+class FailureRecorder {
+ public:
+  FailureRecorder(std::string property, const ForwardCase& c)
+      : property_(std::move(property)), case_(c) {}
+  /// The GPU outcome to store as the case's recorded outputs (the last one given wins).
+  void record(const Outcome& gpu, std::string implementation) {
+    gpu_ = gpu;
+    implementation_ = std::move(implementation);
+  }
+  template <class Body>
+  void run(Body&& body) {
+    try {
+      body();
+    } catch (const rc::detail::CaseResult& r) {
+      if (r.type == rc::detail::CaseResult::Type::Failure) save();
+      throw;
+    } catch (...) {
+      save();
+      throw;
+    }
+  }
+  /// Writes the folder and RC_LOGs the replay command; never throws (a write error is logged).
+  void save() noexcept;
+  static std::string folder(const std::string& property);
+
+ private:
+  std::string property_;
+  const ForwardCase& case_;
+  std::optional<Outcome> gpu_;
+  std::string implementation_;
+};
 
 /// Fills every table of `c` with values from a seeded stream: uniform in [-1, 1) (rounded to the
 /// storage type), or small integers in [-8, 8] when small_integers.

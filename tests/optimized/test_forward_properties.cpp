@@ -1,18 +1,28 @@
 // GPU-vs-reference properties of the CUDA forward (device-level ForwardOp, canaries on), judged by
 // the enclosure oracle; bounds-check outcomes compared with tbe::repair / find_first_violation.
 #include <algorithm>
+#include <filesystem>
 
 #include <rapidcheck/catch.h>
 
 #include "case_gen.h"
 #include "gpu_harness.h"
 #include "tbe/cuda/backend.h"
+#include "tbe/io/case_file.h"
 #include "tbe/oracle/forward_oracle.h"
 
 using namespace tbe;
 using namespace tbe::test;
 
 namespace {
+
+/// The recorded implementation of a failing case: the device-level ForwardOp and its knobs.
+std::string tuning_text(bool fused, bool pipelined, bool prefer_l1, int rows_in_flight) {
+  return std::string("tbe_optimized cuda::ForwardOp (") + (fused ? "fused" : "separate") +
+         " bounds check, pipelined=" + (pipelined ? "1" : "0") +
+         ", prefer_l1=" + (prefer_l1 ? "1" : "0") + ", rows_in_flight=" +
+         std::to_string(rows_in_flight) + ")";
+}
 
 bool has_path(const ForwardStats& s, const std::string& name) {
   return std::find(s.paths.begin(), s.paths.end(), name) != s.paths.end();
@@ -43,14 +53,18 @@ TEST_CASE("forward on valid input matches the reference in every mode", "[gpu][f
     const int rows = *rc::gen::element(4, 8);
     RC_LOG() << describe(c) << " fused=" << fused << " pipelined=" << pipelined
              << " prefer_l1=" << prefer_l1 << " rows_in_flight=" << rows << "\n";
-    const Outcome gpu = run_gpu(c, fused, pipelined, prefer_l1, rows);
-    RC_LOG() << to_string(gpu) << "\n";
-    RC_ASSERT(gpu.kind == Outcome::Kind::Ok);
-    verify_ok(c, gpu);
-    RC_ASSERT(gpu.stats.warnings == 0);
-    if (mode == BoundsCheckMode::Warning || mode == BoundsCheckMode::Ignore)
-      RC_ASSERT(has_path(gpu.stats, fused ? "bounds.fused" : "bounds.separate"));
-    if (mode == BoundsCheckMode::Fatal) RC_ASSERT(has_path(gpu.stats, "bounds.fatal_check"));
+    FailureRecorder rec("valid-input", c);
+    rec.run([&] {
+      const Outcome gpu = run_gpu(c, fused, pipelined, prefer_l1, rows);
+      rec.record(gpu, tuning_text(fused, pipelined, prefer_l1, rows));
+      RC_LOG() << to_string(gpu) << "\n";
+      RC_ASSERT(gpu.kind == Outcome::Kind::Ok);
+      verify_ok(c, gpu);
+      RC_ASSERT(gpu.stats.warnings == 0);
+      if (mode == BoundsCheckMode::Warning || mode == BoundsCheckMode::Ignore)
+        RC_ASSERT(has_path(gpu.stats, fused ? "bounds.fused" : "bounds.separate"));
+      if (mode == BoundsCheckMode::Fatal) RC_ASSERT(has_path(gpu.stats, "bounds.fatal_check"));
+    });
   });
 }
 
@@ -62,14 +76,21 @@ TEST_CASE("forward repairs malformed input like the reference", "[gpu][forward][
     RC_LOG() << describe(c) << "\n";
     const bool pipelined = *rc::gen::arbitrary<bool>();
     RC_LOG() << "pipelined(fused)=" << pipelined << "\n";
-    const Outcome fused = run_gpu(c, true, pipelined, true, pipelined ? 8 : 4);
-    const Outcome separate = run_gpu(c, false, !pipelined, false, 8);
-    RC_LOG() << "fused: " << to_string(fused) << "; separate: " << to_string(separate) << "\n";
-    RC_ASSERT(fused.kind == Outcome::Kind::Ok);
-    RC_ASSERT(separate.kind == Outcome::Kind::Ok);
-    verify_ok(c, fused);
-    verify_ok(c, separate);
-    RC_ASSERT(count_bit_differences(fused, separate) == 0);
+    FailureRecorder rec("repair-malformed", c);
+    rec.run([&] {
+      const Outcome fused = run_gpu(c, true, pipelined, true, pipelined ? 8 : 4);
+      const Outcome separate = run_gpu(c, false, !pipelined, false, 8);
+      RC_LOG() << "fused: " << to_string(fused) << "; separate: " << to_string(separate) << "\n";
+      // Recorded: the separate pass if the fused one looks right, else the fused one.
+      rec.record(separate, tuning_text(false, !pipelined, false, 8));
+      if (fused.kind != Outcome::Kind::Ok || !oracle::check_forward(c.view(), fused.output.data()).passed())
+        rec.record(fused, tuning_text(true, pipelined, true, pipelined ? 8 : 4));
+      RC_ASSERT(fused.kind == Outcome::Kind::Ok);
+      RC_ASSERT(separate.kind == Outcome::Kind::Ok);
+      verify_ok(c, fused);
+      verify_ok(c, separate);
+      RC_ASSERT(count_bit_differences(fused, separate) == 0);
+    });
   });
 }
 
@@ -78,17 +99,23 @@ TEST_CASE("FATAL reports the same first offender and writes nothing", "[gpu][for
     ForwardCase c = gen_valid_case(BoundsCheckMode::Fatal);
     gen_malform(c);
     RC_LOG() << describe(c) << "\n";
-    const Outcome ref = run_reference(c);
-    const Outcome gpu = run_gpu(c, *rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<bool>());
-    RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
-    RC_ASSERT(gpu.kind == ref.kind);
-    RC_ASSERT(gpu.sentinels_intact);
-    if (ref.kind == Outcome::Kind::BoundsCheck) {
-      RC_ASSERT(gpu.violation == ref.violation);
-      RC_ASSERT(gpu.poison_intact);
-    } else {
-      verify_ok(c, gpu);  // a mutation may have left the input valid
-    }
+    const bool fused = *rc::gen::arbitrary<bool>();
+    const bool pipelined = *rc::gen::arbitrary<bool>();
+    FailureRecorder rec("fatal-offender", c);
+    rec.run([&] {
+      const Outcome ref = run_reference(c);
+      const Outcome gpu = run_gpu(c, fused, pipelined);
+      rec.record(gpu, tuning_text(fused, pipelined, true, 4));
+      RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
+      RC_ASSERT(gpu.kind == ref.kind);
+      RC_ASSERT(gpu.sentinels_intact);
+      if (ref.kind == Outcome::Kind::BoundsCheck) {
+        RC_ASSERT(gpu.violation == ref.violation);
+        RC_ASSERT(gpu.poison_intact);
+      } else {
+        verify_ok(c, gpu);  // a mutation may have left the input valid
+      }
+    });
   });
 }
 
@@ -99,23 +126,26 @@ TEST_CASE("GPU repair step equals tbe::repair", "[gpu][bounds]") {
     ForwardCase c = gen_valid_case(mode);
     if (*rc::gen::arbitrary<bool>()) gen_malform(c);
     RC_LOG() << describe(c) << "\n";
-    const ForwardProblem p = c.view();
-    bool ref_threw = false, gpu_threw = false;
-    RepairResult ref, gpu;
-    BoundsViolation ref_v, gpu_v;
-    try { ref = repair(p); } catch (const BoundsCheckError& e) { ref_threw = true; ref_v = e.violation(); }
-    try { gpu = repair_gpu(c); } catch (const BoundsCheckError& e) { gpu_threw = true; gpu_v = e.violation(); }
-    RC_ASSERT(ref_threw == gpu_threw);
-    if (ref_threw) {
-      RC_ASSERT(ref_v == gpu_v);
-      return;
-    }
-    RC_ASSERT(gpu.offsets == ref.offsets);
-    RC_ASSERT(gpu.indices == ref.indices);
-    RC_ASSERT(gpu.warnings == ref.warnings);
-    RC_ASSERT(gpu.bad_bags == ref.bad_bags);
-    RC_ASSERT(gpu.bad_last_offset == ref.bad_last_offset);
-    RC_ASSERT(gpu.bad_indices == ref.bad_indices);
+    FailureRecorder rec("repair-step", c);  // inputs only: replay reruns the forward on them
+    rec.run([&] {
+      const ForwardProblem p = c.view();
+      bool ref_threw = false, gpu_threw = false;
+      RepairResult ref, gpu;
+      BoundsViolation ref_v, gpu_v;
+      try { ref = repair(p); } catch (const BoundsCheckError& e) { ref_threw = true; ref_v = e.violation(); }
+      try { gpu = repair_gpu(c); } catch (const BoundsCheckError& e) { gpu_threw = true; gpu_v = e.violation(); }
+      RC_ASSERT(ref_threw == gpu_threw);
+      if (ref_threw) {
+        RC_ASSERT(ref_v == gpu_v);
+        return;
+      }
+      RC_ASSERT(gpu.offsets == ref.offsets);
+      RC_ASSERT(gpu.indices == ref.indices);
+      RC_ASSERT(gpu.warnings == ref.warnings);
+      RC_ASSERT(gpu.bad_bags == ref.bad_bags);
+      RC_ASSERT(gpu.bad_last_offset == ref.bad_last_offset);
+      RC_ASSERT(gpu.bad_indices == ref.bad_indices);
+    });
   });
 }
 
@@ -140,14 +170,20 @@ TEST_CASE("invalid arguments are rejected like the reference, before any launch"
         break;
     }
     RC_LOG() << "mutation " << what << ": " << describe(c) << "\n";
-    const Outcome ref = run_reference(c);
-    const Outcome gpu = run_gpu(c, true);
-    RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
-    // (a mutation can leave the call valid, e.g. NONE + "weights" with N = 0: then both succeed)
-    RC_ASSERT(gpu.kind == ref.kind);
-    RC_ASSERT(ref.kind != Outcome::Kind::BoundsCheck);
-    if (ref.kind == Outcome::Kind::InvalidArgument) RC_ASSERT(gpu.argument == ref.argument);
-    RC_CLASSIFY(ref.kind == Outcome::Kind::InvalidArgument, "rejected");
+    // (an invalid case is written as it is; replay/check then report read_case's InvalidArgument,
+    // which names the same argument as the reference)
+    FailureRecorder rec("invalid-arguments", c);
+    rec.run([&] {
+      const Outcome ref = run_reference(c);
+      const Outcome gpu = run_gpu(c, true);
+      rec.record(gpu, tuning_text(true, false, true, 4));
+      RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
+      // (a mutation can leave the call valid, e.g. NONE + "weights" with N = 0: then both succeed)
+      RC_ASSERT(gpu.kind == ref.kind);
+      RC_ASSERT(ref.kind != Outcome::Kind::BoundsCheck);
+      if (ref.kind == Outcome::Kind::InvalidArgument) RC_ASSERT(gpu.argument == ref.argument);
+      RC_CLASSIFY(ref.kind == Outcome::Kind::InvalidArgument, "rejected");
+    });
   });
 }
 
@@ -158,17 +194,49 @@ TEST_CASE("host Backend: cuda forward and repair equal the reference backend", "
     const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore);
     ForwardCase c = gen_valid_case(mode);
     if (*rc::gen::arbitrary<bool>()) gen_malform(c);
-    const ForwardProblem p = c.view();
-    const OutputLayout layout = make_output_layout(p);
-    const std::size_t bytes = layout.numel * dtype_size(p.options.policy.output);
-    std::vector<std::byte> out(bytes + 64, std::byte{0xa5});
     ForwardStrategy strategy;
     strategy.fused_bounds_check = *rc::gen::arbitrary<bool>();
-    const ForwardStats stats = gpu_backend->forward(p, out.data(), strategy);
-    for (std::size_t i = bytes; i < out.size(); ++i) RC_ASSERT(out[i] == std::byte{0xa5});
-    const oracle::CheckReport report = oracle::check_forward(p, out.data());
-    RC_LOG() << describe(c) << "\n" << report.summary() << "\n";
-    RC_ASSERT(report.passed());
-    RC_ASSERT(stats.warnings == repair(p).warnings);
+    FailureRecorder rec("host-backend", c);
+    rec.run([&] {
+      const ForwardProblem p = c.view();
+      const OutputLayout layout = make_output_layout(p);
+      const std::size_t bytes = layout.numel * dtype_size(p.options.policy.output);
+      std::vector<std::byte> out(bytes + 64, std::byte{0xa5});
+      const ForwardStats stats = gpu_backend->forward(p, out.data(), strategy);
+      Outcome got;
+      got.output.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(bytes));
+      got.stats = stats;
+      rec.record(got, gpu_backend->name() + " Backend::forward (" +
+                          (strategy.fused_bounds_check ? "fused" : "separate") + " bounds check)");
+      for (std::size_t i = bytes; i < out.size(); ++i) RC_ASSERT(out[i] == std::byte{0xa5});
+      const oracle::CheckReport report = oracle::check_forward(p, out.data());
+      RC_LOG() << describe(c) << "\n" << report.summary() << "\n";
+      RC_ASSERT(report.passed());
+      RC_ASSERT(stats.warnings == repair(p).warnings);
+    });
   });
+}
+
+TEST_CASE("a failing evaluation leaves the shrunk case in tbe-failures/<property>", "[gpu][harness]") {
+  // rc::check (not rc::prop): the property fails on purpose (more than 2 lookups), so RapidCheck
+  // shrinks it; the folder must end up holding a readable case that still fails, with the GPU
+  // outcome recorded. (RapidCheck prints this expected counterexample.)
+  const std::string property = "recorder-self-test";
+  const bool passed = rc::check("recorder self-test (fails on purpose)", [&] {
+    ForwardCase c = gen_valid_case(BoundsCheckMode::Warning, CaseLimits{false, false, 6});
+    FailureRecorder rec(property, c);
+    rec.run([&] {
+      const Outcome gpu = run_gpu(c, true);
+      rec.record(gpu, "self-test");
+      RC_ASSERT(c.indices.size() <= 2);
+    });
+  });
+  CHECK_FALSE(passed);
+  const io::CaseFile saved = io::read_case(FailureRecorder::folder(property));
+  CHECK(saved.name == property);
+  CHECK(saved.problem.indices.size() >= 3);
+  REQUIRE(saved.recorded.has_value());
+  CHECK(saved.recorded->implementation == "self-test");
+  CHECK(saved.recorded->warnings.has_value());
+  std::filesystem::remove_all(FailureRecorder::folder(property));
 }

@@ -1,6 +1,8 @@
 // Tables, JSON, replay commands and progress of tbe-verify.
 #include "verify/report.h"
 
+#include "verify/case_commands.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -271,6 +273,11 @@ void print_results(std::ostream& os, const RunInfo& info, const std::vector<Case
           os << "      " << to_string(row.target) << " " << c.name << ": " << c.detail << "\n";
       if (!r.input.malformed.empty()) os << "      malformed input: " << r.input.malformed << "\n";
       os << "      replay: " << replay_command(info, r.axes) << "\n";
+      if (!r.saved_case.empty())
+        os << "      replay case: " << replay_case_command(r.saved_case) << "   (judge the saved outputs: "
+           << check_case_command(r.saved_case) << ")\n";
+      else if (!r.save_note.empty())
+        os << "      case file: " << r.save_note << "\n";
     }
   }
   if (any_failure) os << "\n";
@@ -358,6 +365,10 @@ nlohmann::json to_json(const RunInfo& info, const std::vector<CaseResult>& resul
                      {"malformed", r.input.malformed},
                      {"bounds_strategy", r.input.fused_bounds_check ? "fused" : "separate"}};
     if (r.verdict() == Verdict::Failed) cj["replay"] = replay_command(info, r.axes);
+    if (!r.saved_case.empty()) {
+      cj["saved_case"] = r.saved_case;
+      cj["replay_case"] = replay_case_command(r.saved_case);
+    }
     cases.push_back(std::move(cj));
   }
   j["cases"] = std::move(cases);

@@ -14,6 +14,7 @@
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
+#include "tbe/io/case_file.h"
 #include "tbe/oracle/policy_emulation.h"
 
 namespace tbe::verify {
@@ -189,6 +190,20 @@ class OutputBuffer {
   std::size_t size_;
   std::vector<std::byte> bytes_;
 };
+
+// What the backend under test returned for one input (kept so a failing case can be saved with
+// the backend's outputs, docs/case-files.md "recorded").
+struct DeviceCapture {
+  bool ran = false;
+  std::vector<std::byte> output;         // [numel] elements of the output type, or empty
+  std::optional<std::int64_t> warnings;  // set when the call returned
+  std::optional<std::string> error;      // "bounds_check" / "invalid_argument" / "device: ..."
+};
+
+std::vector<std::byte> output_bytes(const OutputBuffer& out, DType t, std::int64_t numel) {
+  const std::byte* b = static_cast<const std::byte*>(out.data());
+  return std::vector<std::byte>(b, b + static_cast<std::size_t>(numel) * dtype_size(t));
+}
 
 Check judge_output(const std::string& name, const ForwardProblem& p, const OutputBuffer& out) {
   Check c;
@@ -434,13 +449,19 @@ std::int64_t count_bad_indices(const Lookups& l, const std::vector<std::int64_t>
 
 void device_forward_valid(Backend& dev, const ForwardProblem& p, const ForwardStrategy& strategy,
                           std::int64_t expected_warnings, const std::string& prefix,
-                          RowResult& row) {
+                          RowResult& row, DeviceCapture& cap) {
   const OutputLayout layout = make_output_layout(p);
   OutputBuffer out(p.options.policy.output, layout.numel);
   ForwardStats stats;
+  cap.ran = true;
   try {
     stats = dev.forward(p, out.data(), strategy);
+    cap.output = output_bytes(out, p.options.policy.output, layout.numel);
+    cap.warnings = stats.warnings;
   } catch (const std::exception& e) {
+    cap.error = dynamic_cast<const BoundsCheckError*>(&e)   ? "bounds_check"
+                : dynamic_cast<const InvalidArgument*>(&e) ? "invalid_argument"
+                                                           : "device_error";
     row.checks.push_back(
         agreement(prefix + "forward", false, std::string("unexpected error: ") + e.what()));
     return;
@@ -457,7 +478,8 @@ void device_forward_valid(Backend& dev, const ForwardProblem& p, const ForwardSt
           [&] { row.checks.push_back(judge_output(prefix + "oracle", p, out)); });
 }
 
-void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fused, RowResult& row) {
+void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fused, RowResult& row,
+                DeviceCapture& cap_primary, DeviceCapture& cap_malformed) {
   ForwardStrategy strategy;
   strategy.fused_bounds_check = fused;
   const ForwardProblem& p = prep.primary;
@@ -476,7 +498,7 @@ void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fuse
     });
   }
   device_forward_valid(dev, p, strategy, row.warnings_expected,
-                       c.bounds == BoundsCheckMode::Fatal ? "valid." : "", row);
+                       c.bounds == BoundsCheckMode::Fatal ? "valid." : "", row, cap_primary);
   if (c.bounds != BoundsCheckMode::Fatal) return;
 
   // FATAL, malformed: both sides throw BoundsCheckError naming the same first offender.
@@ -491,15 +513,20 @@ void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fuse
   OutputBuffer out(bad.options.policy.output, make_output_layout(bad).numel);
   std::string got;
   bool ok = false;
+  cap_malformed.ran = true;
   try {
     ForwardStats stats = dev.forward(bad, out.data(), strategy);
     add_paths(row, stats.paths);
     got = "no error";
+    cap_malformed.output = output_bytes(out, bad.options.policy.output, make_output_layout(bad).numel);
+    cap_malformed.warnings = stats.warnings;
   } catch (const BoundsCheckError& e) {
     ok = e.violation() == *expected;
     got = "BoundsCheckError(" + to_string(e.violation()) + ")";
+    cap_malformed.error = "bounds_check";
   } catch (const std::exception& e) {
     got = std::string("other error: ") + e.what();
+    cap_malformed.error = dynamic_cast<const InvalidArgument*>(&e) ? "invalid_argument" : "device_error";
   }
   row.checks.push_back(
       agreement("malformed.error", ok,
@@ -752,9 +779,10 @@ CaseResult Runner::run(const CaseAxes& c) {
 
   RowResult device;
   device.target = Target::Device;
+  DeviceCapture cap_primary, cap_malformed;
   if (cfg_.device) {
     const auto r0 = std::chrono::steady_clock::now();
-    device_row(*cfg_.device, c, prep, fused, device);
+    device_row(*cfg_.device, c, prep, fused, device, cap_primary, cap_malformed);
     finish_row(device);
     device.seconds = seconds_since(r0);
   } else {
@@ -772,6 +800,55 @@ CaseResult Runner::run(const CaseAxes& c) {
     finish_row(self);
     self.seconds = seconds_since(r0);
     result.rows.push_back(std::move(self));
+  }
+
+  // A failing case is written to a case folder (inputs + the backend's outputs) for replay/check.
+  for (const RowResult& row : result.rows) {
+    if (row.verdict != Verdict::Failed || cfg_.save_failures_dir.empty()) continue;
+    if (saved_failures_ >= cfg_.save_failures_max) {
+      result.save_note = "not saved (--save-failures-max " + std::to_string(cfg_.save_failures_max) + " reached)";
+      break;
+    }
+    bool on_malformed = false;
+    std::string failed;
+    for (const Check& ck : row.checks) {
+      if (ck.passed) continue;
+      failed += (failed.empty() ? "" : ", ") + ck.name;
+      on_malformed = on_malformed || ck.name.rfind("malformed.", 0) == 0 || ck.name.rfind("fatal.", 0) == 0;
+    }
+    on_malformed = on_malformed && prep.malformed.has_value();
+    const ForwardProblem& judged = on_malformed ? *prep.malformed : prep.primary;
+    const DeviceCapture& cap = on_malformed ? cap_malformed : cap_primary;
+    io::CaseFile cf;
+    cf.name = result.label;
+    cf.seed = cfg_.seed;
+    std::ostringstream prov;
+    prov << "tbe-verify matrix: workload " << spec_.name << " B=" << spec_.B << " seed=" << cfg_.seed
+         << ", case " << result.label << (on_malformed ? " (malformed FATAL copy)" : "")
+         << ", " << to_string(row.target) << " row failed: " << failed
+         << "; bounds strategy " << (fused ? "fused" : "separate");
+    if (!result.input.malformed.empty()) prov << "; malformed input: " << result.input.malformed;
+    cf.provenance = prov.str();
+    const std::string dir = cfg_.save_failures_dir + "/" + result.label;
+    try {
+      cf.problem = io::copy_case(judged);
+      if (row.target == Target::Device && cap.ran) {
+        io::RecordedOutputs rec;
+        rec.implementation = cfg_.device->name() + " (" + (fused ? "fused" : "separate") + " bounds check)";
+        rec.output_dtype = judged.options.policy.output;
+        rec.output = cap.output;
+        rec.warnings = cap.warnings;
+        rec.error = cap.error;
+        cf.recorded = std::move(rec);
+        cf.expect = io::Expectation{"pass", ""};  // what the suite requires of the backend
+      }
+      io::write_case(dir, cf);
+      result.saved_case = dir;
+      ++saved_failures_;
+    } catch (const std::exception& e) {
+      result.save_note = std::string("saving the case failed: ") + e.what();
+    }
+    break;
   }
   result.seconds = seconds_since(t0);
   return result;

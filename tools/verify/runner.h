@@ -66,6 +66,10 @@ struct CaseResult {
   std::vector<RowResult> rows;
   double seconds = 0.0;
   Verdict verdict() const;  ///< Failed if any row failed, Passed if any passed, else Skipped
+  /// Case folder the failing case was written to ("" if none; docs/case-files.md), and why a
+  /// failing case was not written.
+  std::string saved_case;
+  std::string save_note;
 };
 
 /// Which faults a malformed copy carries (all deterministic in the seed).
@@ -85,6 +89,10 @@ struct RunnerConfig {
   /// self-checks run instead.
   Backend* device = nullptr;
   std::string skip_reason;
+  /// Failing cases are written to `save_failures_dir`/<case label> (inputs, and the backend's
+  /// outputs as the case's `recorded` block); "" writes nothing. At most save_failures_max.
+  std::string save_failures_dir;
+  std::int64_t save_failures_max = 4;
 };
 
 /// Runs cases against one base workload per weight storage type. Not thread-safe; the work
@@ -114,6 +122,7 @@ class Runner {
   RunnerConfig cfg_;
   WorkloadSpec spec_;
   double generation_seconds_ = 0.0;
+  std::int64_t saved_failures_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -21,6 +21,7 @@ struct RecordedOutputs {
   std::vector<std::byte> output;         ///< make_output_layout(p).numel elements, or empty
   std::optional<std::int64_t> warnings;  ///< bounds-check warning count, if it reports one
   std::optional<std::string> error;      ///< "bounds_check" / "invalid_argument" if it raised
+                                         ///< ((addition) "device_error": any other failure)
 };
 
 /// What the suite expects when judging the recorded outputs (cases recorded from implementations
@@ -39,6 +40,12 @@ struct CaseFile {
   std::optional<RecordedOutputs> recorded;
   std::optional<Expectation> expect;
 };
+
+/// (addition) An owning copy of a problem held in host memory (e.g. a view a tool built from its
+/// own buffers), for write_case: tables are repacked in table order at the prefix offsets of E·D
+/// (the layout the format stores; same semantics), indices/offsets widened to int64 masters.
+/// Throws InvalidArgument if validate(p) fails.
+ForwardCase copy_case(const ForwardProblem& p);
 
 /// Writes `dir`/case.json and the .npy files (creates `dir`). Throws InvalidArgument on I/O errors.
 void write_case(const std::string& dir, const CaseFile& c);

@@ -40,6 +40,9 @@ NpyArray read_npy(const std::string& path, const NpyLimits& limits = {});
 /// Serialises (format 1.0; header padded to a multiple of 64 bytes as NumPy writes it).
 std::vector<std::byte> serialize_npy(const NpyArray& a);
 void write_npy(const std::string& path, const NpyArray& a);
+/// (addition) Writes a 1-D array of n elements of dtype t straight from `data` (no copy; large
+/// tables are written without a second buffer).
+void write_npy(const std::string& path, DType t, std::int64_t n, const void* data);
 
 /// The NumPy descr of a project dtype. BF16 has no NumPy type: it is stored as raw bits "<u2" and
 /// the case file records the logical dtype.
