@@ -59,6 +59,8 @@ Options:
   --json FILE        write every case (axes, verdict, worst element, warnings, paths, seconds)
   --backend K        cuda (default) or cpu: cpu runs the GPU rows against the CPU reference
                      backend (tests this tool; it does not verify a GPU)
+  --require-gpu      exit 4 (after the run) when no GPU was verified: for CI gates on GPU
+                     runners, so a machine without a device cannot go green
   --list             print the cases of the design (after --only) and exit
   --save-failures DIR
                      write each failing case (inputs + the backend's outputs) to DIR/<case label>
@@ -78,7 +80,8 @@ Case folders (docs/case-files.md):
                      verdict equals the case's expect.verdict (default pass), 1 otherwise.
 
 Exit status: 0 when nothing failed (GPU rows skipped without a GPU count as skipped, never as
-passed), 1 when a case failed, 2 for a bad command line, 3 for an error that stopped the run.
+passed), 1 when a case failed, 2 for a bad command line, 3 for an error that stopped the run,
+4 with --require-gpu when no GPU row was verified.
 )";
 
 struct Args {
@@ -88,6 +91,7 @@ struct Args {
   Design design = Design::Pairwise;
   std::string only;
   std::string json_path;
+  bool require_gpu = false;  ///< exit 4 when no GPU row was verified
   std::string backend = "cuda";
   std::string save_failures = "tbe-verify-failures";
   std::int64_t save_failures_max = 4;
@@ -174,6 +178,8 @@ Args parse_args(int argc, char** argv) {
     } else if (flag == "--json") {
       a.json_path = value("a file name");
       if (a.json_path.empty()) throw UsageError("--json: the file name is empty");
+    } else if (flag == "--require-gpu") {
+      a.require_gpu = true;
     } else if (flag == "--backend") {
       a.backend = value("cuda or cpu");
       if (a.backend != "cuda" && a.backend != "cpu")
@@ -189,7 +195,7 @@ Args parse_args(int argc, char** argv) {
     } else {
       throw UsageError("unknown argument '" + args[i] +
                        "' (allowed: --batch B, --full, --seed S, --design pairwise|full, "
-                       "--only FILTER, --json FILE, --backend cuda|cpu, --save-failures DIR, "
+                       "--only FILTER, --json FILE, --backend cuda|cpu, --require-gpu, --save-failures DIR, "
                        "--save-failures-max N, --list, --help; subcommands: replay CASE_DIR, "
                        "check CASE_DIR)");
     }
@@ -294,7 +300,14 @@ int run(const Args& args) {
     json_file << to_json(info, results).dump(2) << "\n";
     if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
   }
-  return count_rows(results).failed == 0 ? 0 : 1;
+  const Totals totals = count_rows(results);
+  if (totals.failed != 0) return 1;
+  if (args.require_gpu && (info.device_is_cpu || totals.device_passed == 0)) {
+    std::cerr << "tbe-verify: --require-gpu: no GPU row was verified ("
+              << (info.device_present ? info.backend : info.skip_reason) << ")\n";
+    return 4;
+  }
+  return 0;
 }
 
 }  // namespace

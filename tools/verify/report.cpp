@@ -105,12 +105,17 @@ Totals count_rows(const std::vector<CaseResult>& results) {
   Totals t;
   for (const CaseResult& r : results) {
     for (const RowResult& row : r.rows) {
-      if (row.verdict == Verdict::Passed)
+      const bool device = row.target == Target::Device;
+      if (row.verdict == Verdict::Passed) {
         ++t.passed;
-      else if (row.verdict == Verdict::Failed)
+        ++(device ? t.device_passed : t.cpu_passed);
+      } else if (row.verdict == Verdict::Failed) {
         ++t.failed;
-      else
+        ++(device ? t.device_failed : t.cpu_failed);
+      } else {
         ++t.skipped;
+        if (device) ++t.device_skipped;
+      }
     }
   }
   return t;
@@ -285,6 +290,10 @@ void print_results(std::ostream& os, const RunInfo& info, const std::vector<Case
   const Totals t = count_rows(results);
   os << "time: " << fixed(info.seconds_total, 1) << " s total, "
      << fixed(info.seconds_generation, 1) << " s generating base workloads\n";
+  os << "device rows (" << (info.backend.empty() ? std::string("no GPU") : info.backend)
+     << "): " << t.device_passed << " passed, " << t.device_failed << " failed, "
+     << t.device_skipped << " skipped; CPU self-check rows: " << t.cpu_passed << " passed, "
+     << t.cpu_failed << " failed\n";
   os << t.passed << " passed, " << t.failed << " failed, " << t.skipped << " skipped\n";
 }
 
@@ -380,7 +389,10 @@ nlohmann::json to_json(const RunInfo& info, const std::vector<CaseResult>& resul
         for (const auto& p : row.paths) ++paths[p];
   j["paths"] = paths;
   const Totals t = count_rows(results);
-  j["summary"] = {{"passed", t.passed}, {"failed", t.failed}, {"skipped", t.skipped}};
+  j["summary"] = {{"passed", t.passed}, {"failed", t.failed}, {"skipped", t.skipped},
+                  {"device", {{"passed", t.device_passed}, {"failed", t.device_failed},
+                              {"skipped", t.device_skipped}}},
+                  {"cpu_self_check", {{"passed", t.cpu_passed}, {"failed", t.cpu_failed}}}};
   j["seconds"] = {{"total", info.seconds_total}, {"generation", info.seconds_generation}};
   return j;
 }

@@ -37,6 +37,9 @@ struct RunInfo {
 
 struct Totals {
   std::int64_t passed = 0, failed = 0, skipped = 0;
+  /// The same counts split by target: device rows (the backend under test) and CPU self-checks.
+  std::int64_t device_passed = 0, device_failed = 0, device_skipped = 0;
+  std::int64_t cpu_passed = 0, cpu_failed = 0;
 };
 /// Counts rows: each case's device row and (with no GPU) its CPU self-check row; a case that is not
 /// applicable counts once, as skipped.

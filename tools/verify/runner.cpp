@@ -301,12 +301,15 @@ const Check* RowResult::worst_check() const {
 }
 
 Verdict CaseResult::verdict() const {
-  bool any_pass = false;
+  // Failed if any row failed. A case whose device row was skipped (no GPU, not applicable) is
+  // skipped even when its CPU self-check passed: it did not verify the kernel under test.
+  bool any_pass = false, device_skipped = false;
   for (const RowResult& r : rows) {
     if (r.verdict == Verdict::Failed) return Verdict::Failed;
     any_pass = any_pass || r.verdict == Verdict::Passed;
+    device_skipped = device_skipped || (r.target == Target::Device && r.verdict == Verdict::Skipped);
   }
-  return any_pass ? Verdict::Passed : Verdict::Skipped;
+  return any_pass && !device_skipped ? Verdict::Passed : Verdict::Skipped;
 }
 
 std::uint64_t stable_hash(const std::string& s) {
