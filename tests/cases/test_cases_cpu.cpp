@@ -10,6 +10,7 @@
 
 #include "tbe/backend.h"
 #include "tbe/host_case.h"
+#include "../reference/reference_test_support.h"
 
 using namespace tbe;
 
@@ -42,24 +43,8 @@ Result run(Backend& be, ForwardCase& c) {
   return r;
 }
 
-// One table E x D in `dtype`, W[r][d] = value(r, d); SUM, WARNING, FP32 output, int64.
-template <class F>
-ForwardCase single_table(std::int64_t E, std::int32_t D, std::int64_t B,
-                         std::vector<std::int64_t> indices, std::vector<std::int64_t> offsets,
-                         F value, DType dtype = DType::F32) {
-  ForwardCase c;
-  c.set_tables(dtype, {E}, {D});
-  c.feature_table_map = {0};
-  for (std::int64_t r = 0; r < E; ++r)
-    for (std::int64_t d = 0; d < D; ++d) c.set_weight(0, r, d, value(r, d));
-  c.indices = std::move(indices);
-  c.offsets = std::move(offsets);
-  c.batch_size = B;
-  c.options.policy = make_policy(PolicyKind::SeedDefault, dtype, DType::F32);
-  c.options.pooling = PoolingMode::Sum;
-  c.options.bounds_check = BoundsCheckMode::Warning;
-  return c;
-}
+// One table E x D, W[r][d] = value(r, d); SUM, WARNING, FP32 output (shared test helper).
+using tbe_test::one_table_case;
 
 // Row r of a single-table case as FP64 (exact), optionally scaled.
 std::vector<double> row(const ForwardCase& c, std::int64_t r, double scale = 1.0) {
@@ -81,7 +66,7 @@ std::vector<double> concat(std::initializer_list<std::vector<double>> parts) {
 
 TEST_CASE("C01: bad indices (>= E, negative) are repaired to 0 and counted, FATAL names them",
           "[cases][C01]") {
-  auto c = single_table(10, 4, 2, {3, 12, -5, 7}, {0, 2, 4},
+  auto c = one_table_case(10, 4, 2, {3, 12, -5, 7}, {0, 2, 4},
                         [](auto r, auto d) { return 10.0 * r + d + 1; });
   for (auto& be : cpu_backends()) {
     INFO(be->name());
@@ -108,7 +93,7 @@ TEST_CASE("C01: bad indices (>= E, negative) are repaired to 0 and counted, FATA
 }
 
 TEST_CASE("C02: a decreasing offset is repaired deterministically (1 warning)", "[cases][C02]") {
-  auto c = single_table(10, 2, 3, {1, 2, 3, 4}, {0, 3, 2, 4},
+  auto c = one_table_case(10, 2, 3, {1, 2, 3, 4}, {0, 3, 2, 4},
                         [](auto r, auto d) { return r + 0.25 * d; });
   for (auto& be : cpu_backends()) {
     INFO(be->name());
@@ -182,7 +167,7 @@ TEST_CASE("C06 (CPU): wide rows D in {1280, 1536, 2048}, bags of one index", "[c
         off.push_back(b + 1);
       }
       // Distinct integers per (r, d), exact in FP16 (|v| <= 1024).
-      auto c = single_table(64, D, B, idx, off,
+      auto c = one_table_case(64, D, B, idx, off,
                             [](auto r, auto d) { return double((r * 131 + d * 7) % 2049) - 1024; }, dt);
       INFO(to_string(dt) << " D=" << D);
       const Result r = run(*be, c);
@@ -244,18 +229,18 @@ TEST_CASE("C08: VBE batch sizes totalling 6 bags with 5 bags of offsets -> error
 }
 
 TEST_CASE("C10: FP16 weights accumulate beyond FP16 precision", "[cases][C10]") {
-  auto c = single_table(2, 4, 1, {0, 1}, {0, 2},
+  auto c = one_table_case(2, 4, 1, {0, 1}, {0, 2},
                         [](auto r, auto) { return r == 0 ? 1.0 : 0x1p-11; }, DType::F16);
   for (auto& be : cpu_backends()) {
     CHECK(run(*be, c).out == std::vector<double>(4, 1.00048828125));
     std::vector<std::int64_t> ones(3000, 0);
-    auto c2 = single_table(2, 4, 1, ones, {0, 3000}, [](auto, auto) { return 1.0; }, DType::F16);
+    auto c2 = one_table_case(2, 4, 1, ones, {0, 3000}, [](auto, auto) { return 1.0; }, DType::F16);
     CHECK(run(*be, c2).out == std::vector<double>(4, 3000.0));
   }
 }
 
 TEST_CASE("C11: MEAN with empty bags gives exact zeros, never NaN", "[cases][C11]") {
-  auto c = single_table(5, 3, 5, {0, 1, 2, 3, 4}, {0, 1, 1, 3, 3, 5},
+  auto c = one_table_case(5, 3, 5, {0, 1, 2, 3, 4}, {0, 1, 1, 3, 3, 5},
                         [](auto r, auto d) { return 3.0 * r + d; });
   for (auto& be : cpu_backends()) {
     c.options.pooling = PoolingMode::Sum;
@@ -271,7 +256,7 @@ TEST_CASE("C11: MEAN with empty bags gives exact zeros, never NaN", "[cases][C11
 
 TEST_CASE("C14: trailing indices -> last offset repaired to N (1 warning), FATAL errors",
           "[cases][C14]") {
-  auto c = single_table(32, 4, 2, {10, 11, 20, 5, 5, 5}, {0, 2, 3},
+  auto c = one_table_case(32, 4, 2, {10, 11, 20, 5, 5, 5}, {0, 2, 3},
                         [](auto r, auto d) { return r + 0.5 * d; });
   for (auto& be : cpu_backends()) {
     INFO(be->name());
