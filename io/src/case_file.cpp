@@ -69,7 +69,10 @@ class Reader {
       if (!allowed.count(it.key())) {
         std::string list;
         for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
-        fail(path.empty() ? it.key() : path + "." + it.key(), "unknown key (allowed: " + list + ")");
+        // Quote the key so an empty or odd key still names the argument ("case.json[\"\"]").
+        const std::string key = "[\"" + it.key() + "\"]";
+        fail((path.empty() ? std::string("case.json") : path) + key,
+             "unknown key (allowed: " + list + ")");
       }
     }
   }

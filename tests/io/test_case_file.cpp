@@ -128,6 +128,7 @@ void expect_rejected(const fs::path& dir, const std::string& file, std::vector<s
     const std::string msg = e.what();
     INFO(msg);
     CHECK(msg.find(file) != std::string::npos);
+    CHECK_FALSE(e.argument().empty());  // every error names its argument
     for (const auto& p : parts) CHECK(msg.find(p) != std::string::npos);
   }
 }
@@ -229,6 +230,8 @@ TEST_CASE("case files: malformed case.json is rejected naming the key", "[io][ca
       {"missing key", [](json& j) { j.erase("options"); }, {"options", "missing required key"}},
       {"missing nested key", [](json& j) { j["tables"].erase("rows"); }, {"tables.rows", "missing"}},
       {"unknown key", [](json& j) { j["expectt"] = 1; }, {"expectt", "unknown key"}},
+      // found by fuzz_case_reader: an empty top-level key gave an error with an empty argument()
+      {"empty key", [](json& j) { j[""] = 1; }, {"case.json[\"\"]", "unknown key"}},
       {"wrong format", [](json& j) { j["format"] = "npz"; }, {"format", "npz"}},
       {"wrong version", [](json& j) { j["version"] = 2; }, {"version", "2"}},
       {"wrong type: string for int", [](json& j) { j["lookups"]["batch_size"] = "3"; },
