@@ -211,7 +211,7 @@ std::vector<std::int64_t> index_values(const NpyArray& a) {
       out[i] = v;
     }
   } else {
-    std::memcpy(out.data(), a.data.data(), static_cast<std::size_t>(n) * 8);
+    if (n > 0) std::memcpy(out.data(), a.data.data(), static_cast<std::size_t>(n) * 8);
   }
   return out;
 }
