@@ -5,11 +5,14 @@
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "oracle_test_support.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
+#include "tbe/host_case.h"
+#include "tbe/io/case_file.h"
 #include "tbe/oracle/forward_oracle.h"
 #include "tbe/oracle/policy_emulation.h"
 
@@ -19,8 +22,15 @@ using namespace tbe::oracle::testing;
 
 namespace {
 
-/// Every conforming emulation of `c` must be inside; returns the first failure message or "".
-std::string first_escape(ForwardCase& c, std::uint64_t seed, bool include_wider) {
+/// The first conforming output the oracle rejected: what produced it, and its values.
+struct Escape {
+  std::string message;  ///< "" when nothing escaped
+  std::string implementation;
+  std::vector<double> values;
+};
+
+/// Every conforming emulation of `c` must be inside; returns the first escape (message "" if none).
+Escape first_escape(ForwardCase& c, std::uint64_t seed, bool include_wider) {
   const ForwardProblem p = c.view();
   const ForwardEnclosures enc = compute_forward_enclosures(p);
   std::vector<MeanScaling> scalings = {MeanScaling::AtEnd};
@@ -38,7 +48,8 @@ std::string first_escape(ForwardCase& c, std::uint64_t seed, bool include_wider)
         o.accumulation = acc;
         const std::vector<double> v = emulate_forward(p, o);
         const CheckReport rep = judge_forward(p, enc, v);
-        if (!rep.passed()) return "emulation " + to_string(o) + ": " + rep.summary();
+        if (!rep.passed())
+          return {"emulation " + to_string(o) + ": " + rep.summary(), "emulation " + to_string(o), v};
       }
     }
   }
@@ -46,8 +57,35 @@ std::string first_escape(ForwardCase& c, std::uint64_t seed, bool include_wider)
   std::vector<double> ref = forward_reference_fp64(p);
   for (auto& x : ref) x = round_to(p.options.policy.output, x);
   const CheckReport rep = judge_forward(p, enc, ref);
-  if (!rep.passed()) return "reference: " + rep.summary();
-  return "";
+  if (!rep.passed()) return {"reference: " + rep.summary(), "forward_reference", ref};
+  return {};
+}
+
+/// Saves an escape as a case folder (tbe-failures/oracle-soundness/, overwritten by every failing
+/// evaluation, so it ends up holding RapidCheck's shrunk counterexample) with the rejected output
+/// recorded and `expect: pass` (a conforming output must pass): `tbe-verify check DIR` replays the
+/// oracle's false alarm. Never throws.
+void save_escape(const ForwardCase& c, std::uint64_t seed, const Escape& e) {
+  const std::string dir = "tbe-failures/oracle-soundness";
+  try {
+    io::CaseFile cf;
+    cf.name = "oracle-soundness";
+    cf.provenance = "test_oracle soundness property: " + e.message;
+    cf.seed = seed;
+    cf.problem = c;
+    io::RecordedOutputs r;
+    r.implementation = e.implementation;
+    r.output_dtype = c.options.policy.output;
+    r.output.resize(e.values.size() * dtype_size(r.output_dtype));
+    for (std::size_t i = 0; i < e.values.size(); ++i)
+      store_from_double(r.output_dtype, r.output.data(), static_cast<std::int64_t>(i), e.values[i]);
+    cf.recorded = std::move(r);
+    cf.expect = io::Expectation{"pass", ""};
+    io::write_case(dir, cf);
+    RC_LOG() << "case written: tbe-verify check " << dir << "\n";
+  } catch (const std::exception& ex) {
+    RC_LOG() << "could not write the failing case to " << dir << ": " << ex.what() << "\n";
+  }
 }
 
 }  // namespace
@@ -60,14 +98,15 @@ TEST_CASE("forward enclosures are sound for random problems under every summatio
     // distribution printed on success: pooling x number of lookups N
     const std::size_t N = c.indices.size();
     RC_TAG(to_string(spec.pooling), N < 50 ? "N<50" : N < 1000 ? "N<1000" : "N>=1000");
-    std::string msg;
+    Escape e;
     try {
-      msg = first_escape(c, spec.seed, /*include_wider=*/true);
+      e = first_escape(c, spec.seed, /*include_wider=*/true);
     } catch (const BoundsCheckError&) {
       RC_FAIL("unexpected BoundsCheckError (the generator makes FATAL inputs valid)");
     }
-    RC_LOG() << msg << "\n";
-    RC_ASSERT(msg.empty());
+    RC_LOG() << e.message << "\n";
+    if (!e.message.empty()) save_escape(c, spec.seed, e);
+    RC_ASSERT(e.message.empty());
   });
 }
 
@@ -101,7 +140,7 @@ TEST_CASE("forward enclosures are sound on long cancelling bags (seeded loop)",
     std::ostringstream os;
     os << s;
     INFO("seed " << s.seed << " " << os.str());
-    CHECK(first_escape(c, s.seed, true) == "");
+    CHECK(first_escape(c, s.seed, true).message == "");
   }
 }
 
