@@ -401,11 +401,5 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  ByteReader in(data, size);
-  try {
-    run_one(in);
-  } catch (const std::exception& e) {
-    fail(std::string("unexpected exception: ") + e.what());
-  }
-  return 0;
+  return tbe_fuzz::run_bytes(data, size, run_one);
 }

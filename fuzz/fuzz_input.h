@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <string>
 
@@ -43,5 +44,18 @@ class ByteReader {
   std::size_t size_;
   std::size_t pos_ = 0;
 };
+
+/// Runs `run_one(reader)` on the input; any exception escaping it is a harness failure (the code
+/// under test reports bad input with tbe::Error, which run_one catches where it is expected).
+template <class RunOne>
+int run_bytes(const std::uint8_t* data, std::size_t size, RunOne&& run_one) {
+  ByteReader in(data, size);
+  try {
+    run_one(in);
+  } catch (const std::exception& e) {
+    fail(std::string("unexpected exception: ") + e.what());
+  }
+  return 0;
+}
 
 }  // namespace tbe_fuzz
