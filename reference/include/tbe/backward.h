@@ -1,0 +1,174 @@
+// TBE backward fused with an exact optimizer (../shared/spec/tbe.md "Backward", "Backward work
+// routing"; FBGEMM split_embedding_backward_codegen_{sgd,rowwise_adagrad}_unweighted_exact and
+// their weighted variants). The FP64 reference defines the semantics and is the CPU fallback;
+// optimized/ implements the same interface on the GPU (tbe/cuda/backward.h).
+//
+// Symbols: T features, N lookups, E_t rows and D_t columns of table t, run = all lookups of one
+// unique (table, row) after the transpose, SL = run length, G_r = row gradient of row r.
+// Linearized id of lookup p of feature f: row_offset[table(f)] + index[p], row_offset = exclusive
+// prefix of E_t over tables (int64). Semantic choices the spec leaves open: docs/backward.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tbe/errors.h"
+#include "tbe/forward.h"
+#include "tbe/problem.h"
+
+namespace tbe {
+
+/// Fused exact optimizer (one update per unique row). FBGEMM: OptimType.EXACT_SGD,
+/// OptimType.EXACT_ROWWISE_ADAGRAD.
+enum class OptimizerKind : std::uint8_t { ExactSgd, ExactRowwiseAdagrad };
+
+/// Weight decay of rowwise Adagrad. FBGEMM: WeightDecayMode.{NONE, L2, DECOUPLE}.
+enum class WeightDecayMode : std::uint8_t { None, L2, Decoupled };
+
+/// Optimizer hyper-parameters. FBGEMM passes them to its kernels as float: the semantics use each
+/// value rounded once to FP32 (RNE); the reference and the oracle read them through
+/// effective_hyper_parameter(). Validation (validate(BackwardProblem)):
+///  learning_rate finite > 0; eps finite > 0 (Adagrad); weight_decay finite >= 0;
+///  weight_decay_mode must be None for ExactSgd; max_norm >= 0 (0 = off); max_gradient >= 0
+///  (0 = off, else grad_output is clamped elementwise to [-max_gradient, max_gradient] first).
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::ExactSgd;
+  double learning_rate = 0.01;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  WeightDecayMode weight_decay_mode = WeightDecayMode::None;
+  double max_norm = 0.0;
+  double max_gradient = 0.0;
+};
+
+/// (double)(float)x: the value of a hyper-parameter as the semantics use it.
+double effective_hyper_parameter(double x);
+
+/// Options of a backward call besides the forward's.
+struct BackwardOptions {
+  OptimizerConfig optimizer;
+  /// Stochastic rounding stream (used when forward.options.policy.write_back is Stochastic and the
+  /// weights are FP16/BF16): a counter-based generator (Philox-4x32-10) keyed by `sr_seed`, counter
+  /// (sr_offset, element). Callers advance sr_offset between calls (FBGEMM's philox seed/offset).
+  std::uint64_t sr_seed = 0;
+  std::uint64_t sr_offset = 0;
+};
+
+/// One backward + optimizer call.
+/// - forward: the forward call whose output gradient is given (tables.weights = the weights
+///   BEFORE the update, lookups, pooling, bounds-check mode, policy). The bounds check/repair of
+///   forward.options runs first (FATAL: BoundsCheckError, nothing updated).
+/// - grad_output: dL/d(output), same layout and dtype as the forward output
+///   (make_output_layout(forward).numel elements of forward.options.policy.output).
+/// - momentum: rowwise Adagrad state before the update, FP32 [Σ_t E_t] indexed by linearized id;
+///   nullptr for ExactSgd (must be non-null for Adagrad).
+/// Memory space: host for the reference/host backends, device for tbe::cuda::BackwardOp.
+struct BackwardProblem {
+  ForwardProblem forward;
+  const void* grad_output = nullptr;
+  const float* momentum = nullptr;
+  BackwardOptions options;
+};
+
+/// Where a backward call writes (same memory space as the problem).
+/// - weights: [Σ_t E_t·D_t] of the weights dtype; only rows with >= 1 lookup are written (other
+///   elements are left untouched). May alias forward.tables.weights (in-place, as FBGEMM does).
+/// - momentum: FP32 [Σ_t E_t]; only touched rows are written; may alias problem.momentum; nullptr
+///   for ExactSgd.
+/// - per_sample_weight_grad: FP32 [N] dL/dw_p for weighted problems (positions outside every bag
+///   get 0), computed from the weights before the update; nullptr to skip. Non-null for an
+///   unweighted problem is an InvalidArgument.
+struct BackwardOutputs {
+  void* weights = nullptr;
+  float* momentum = nullptr;
+  float* per_sample_weight_grad = nullptr;
+};
+
+/// Choices among equivalent GPU strategies (semantics unchanged; the reference ignores them but
+/// validates them, so both backends reject the same values).
+struct BackwardStrategy {
+  /// Runs with SL >= long_run_threshold take a long-run path; shorter runs are owned by one
+  /// program each. Range [1, 1 << 20].
+  std::int32_t long_run_threshold = 256;
+  /// Lookups per chunk on the long-run paths. Range [32, 4096], a multiple of 32.
+  std::int32_t chunk_size = 256;
+  enum class LongRuns : std::uint8_t {
+    Chunked,  ///< chunk partial sums to a workspace, then an apply kernel
+    Fused,    ///< chunks, device-scope fence + atomic counter, last chunk applies (one launch)
+  };
+  LongRuns long_runs = LongRuns::Fused;
+  /// Bitwise identical results run to run: no float atomics, fixed-order second-level reduction.
+  bool deterministic = true;
+};
+
+/// Counters of the kernel paths one call exercised (the reference reports all its runs as short).
+struct BackwardPathCounters {
+  std::int64_t short_runs = 0, short_lookups = 0;
+  std::int64_t chunked_runs = 0, chunked_lookups = 0;
+  std::int64_t fused_runs = 0, fused_lookups = 0;
+  std::int64_t chunks = 0;  ///< chunks processed on the two long-run paths
+};
+
+/// What a backward call reports.
+struct BackwardStats {
+  std::int64_t warnings = 0;  ///< bounds-check warnings of this call
+  std::int64_t runs = 0;      ///< unique (table, row) pairs updated
+  std::int64_t lookups = 0;   ///< lookups inside a bag (Σ SL)
+  BackwardPathCounters counters;
+  /// Kernel paths exercised, e.g. "bwd.sort.key32", "bwd.short", "bwd.long.chunked",
+  /// "bwd.long.fused", "bwd.psw_grad", "bwd.sr", "bwd.hoisted". The reference: {"reference"}.
+  std::vector<std::string> paths;
+};
+
+/// Checks `p` (validate(p.forward) first, then grad_output/momentum/optimizer values, the policy:
+/// optimizer_state must be F32) and `s`. Errors name argument, value and limit, e.g.
+/// "options.optimizer.learning_rate: -1 must be finite and > 0". Never dereferences data.
+Status validate(const BackwardProblem& p, const BackwardStrategy& s = {});
+/// Checks the outputs against `p`: weights non-null, momentum non-null iff Adagrad,
+/// per_sample_weight_grad only when weighted.
+Status validate(const BackwardProblem& p, const BackwardOutputs& out);
+
+/// Transpose of the lookups (FBGEMM transpose_embedding_input): stable sort of (linearized id,
+/// position p) over the lookups inside bags (after the bounds-check repair), then run-length
+/// encoding. Positions before offsets[0] or after the last offset belong to no bag and are absent.
+struct Transpose {
+  std::vector<std::int64_t> linear_ids;        ///< [R] unique linearized ids, ascending
+  std::vector<std::int64_t> run_lengths;       ///< [R] SL of each run
+  std::vector<std::int64_t> run_offsets;       ///< [R + 1] exclusive prefix of run_lengths
+  std::vector<std::int64_t> sorted_positions;  ///< [Σ SL] lookup positions, stable within a run
+  std::vector<std::int64_t> position_bag;      ///< [N] bag of lookup p (-1 outside every bag)
+};
+
+/// The FP64 backward of one call: everything the oracle needs to enclose any conforming result.
+/// Per run k (table t_k, row r_k, D_k columns), flat arrays are indexed by run_col_offset[k] + d.
+struct BackwardReference {
+  Transpose transpose;
+  RepairResult repair;                      ///< the bounds-check repair that was applied
+  std::vector<std::int32_t> run_table;      ///< [R]
+  std::vector<std::int64_t> run_row;        ///< [R] row inside the table
+  std::vector<std::int64_t> run_col_offset; ///< [R + 1]
+  std::vector<double> row_grad;             ///< [Σ D_k] G_r (after clipping), FP64 in sorted order
+  std::vector<double> momentum;             ///< [R] new momentum before its FP32 store (Adagrad)
+  std::vector<double> updated;              ///< [Σ D_k] new row after max_norm, before storage
+  std::vector<double> per_sample_weight_grad;  ///< [N] (weighted only, else empty)
+};
+
+/// Reference backward in FP64. Throws InvalidArgument (validate) or BoundsCheckError (FATAL).
+BackwardReference backward_reference_fp64(const BackwardProblem& p);
+
+/// The CPU fallback: backward_reference_fp64, then stores rows rounded per policy.write_back (RNE,
+/// or stochastic rounding with the Philox stream of p.options), momentum rounded to FP32 (RNE),
+/// per-sample-weight gradients rounded to FP32. Nothing is written on error.
+BackwardStats backward_reference(const BackwardProblem& p, const BackwardOutputs& out);
+
+/// Stochastic rounding of exact value x to `t` with uniform u in [0, 1): RD(x) + ulp if
+/// u < (x - RD(x)) / (RU(x) - RD(x)), else RD(x) (exact values are returned unchanged).
+double stochastic_round(DType t, double x, double u);
+
+std::string to_string(OptimizerKind k);         ///< "sgd", "rowwise_adagrad"
+std::string to_string(WeightDecayMode m);       ///< "none", "l2", "decoupled"
+OptimizerKind parse_optimizer(const std::string& s, const char* what = "optimizer");
+WeightDecayMode parse_weight_decay_mode(const std::string& s, const char* what = "weight_decay_mode");
+
+}  // namespace tbe

@@ -1,0 +1,100 @@
+// IKBO (in-kernel broadcast) user x candidate operators: linear compression (LCE) and cross
+// attention. Semantics: ../shared/spec/ikbo.md (FBGEMM fbgemm_gpu/experimental/ikbo). The FP64
+// reference (Eigen) defines them and is the CPU fallback; optimized/ implements LCE on the GPU
+// (tbe/cuda/ikbo_lce.h). Choices the spec leaves open: docs/ikbo.md.
+//
+// Symbols: B candidates, U users, cand_to_user [B] int32 in [0, U) (any map: unsorted, users
+// without candidates, U = 1, U = B).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tbe/errors.h"
+#include "tbe/types.h"
+
+namespace tbe::ikbo {
+
+/// Where the LCE result is rounded to the 16-bit output type.
+enum class LceRounding : std::uint8_t {
+  /// As published: candidate part and user part (FP32 accumulations) are each rounded to the
+  /// storage type, added in the storage type (one more rounding), stored.
+  Published,
+  /// Better: both parts accumulate in FP32, the sum is rounded once to the storage type.
+  RoundOnce,
+};
+
+/// Precision policy of an IKBO call: storage type of every input and of the output (F16, BF16 or
+/// F32), accumulation type (F32 for 16-bit storage, F64 allowed for the reference), rounding
+/// points of LCE.
+struct IkboPolicy {
+  DType storage = DType::F16;
+  DType accumulation = DType::F32;
+  LceRounding lce_rounding = LceRounding::RoundOnce;
+  bool operator==(const IkboPolicy&) const = default;
+};
+/// e.g. "ikbo[storage=fp16,acc=fp32,lce=round-once]".
+std::string to_string(const IkboPolicy& p);
+std::string to_string(LceRounding r);  ///< "published", "round-once"
+
+/// One linear-compression call (row-major tensors, all of dtype policy.storage):
+///   w_c [M, K_c], w_u [M, K_u], e_c [B, K_c, N], e_u [U, K_u, N], cand_to_user int32 [B];
+///   out [B, M, N]: out[b] = w_c · e_c[b] + w_u · e_u[cand_to_user[b]].
+/// K_c >= 1, K_u >= 0 (K_u = 0: no user part), M, N >= 1, U >= 1, B >= 0.
+/// Memory space: host for the reference; device for tbe::cuda::LceOp (cand_to_user too).
+struct LceProblem {
+  std::int64_t B = 0, U = 0, M = 0, N = 0, K_c = 0, K_u = 0;
+  const void* w_c = nullptr;
+  const void* w_u = nullptr;
+  const void* e_c = nullptr;
+  const void* e_u = nullptr;
+  const std::int32_t* cand_to_user = nullptr;
+  IkboPolicy policy;
+};
+
+/// Shapes, dtypes, null pointers (host metadata only; never dereferences data). Errors name the
+/// argument, value and limit, e.g. "lce.K_c: 0 must be >= 1".
+Status validate(const LceProblem& p);
+/// Map values (host pointer): "cand_to_user[7]: 15 outside [0, U=15)". Both backends check the
+/// map before computing; nothing is written on error.
+Status validate_map(std::span<const std::int32_t> cand_to_user, std::int64_t U);
+
+/// FP64 LCE: both parts exact in FP64 (Eigen), per element.
+struct LceReference {
+  std::vector<double> candidate_part;  ///< [B, M, N] w_c · e_c[b]
+  std::vector<double> user_part;       ///< [B, M, N] w_u · e_u[u(b)]
+  std::vector<double> out;             ///< [B, M, N] their sum
+};
+/// Throws InvalidArgument (validate / validate_map).
+LceReference lce_reference_fp64(const LceProblem& p);
+/// The CPU fallback: lce_reference_fp64 rounded per policy.lce_rounding into `out` ([B, M, N] of
+/// policy.storage, host). Nothing is written on error.
+void lce_reference(const LceProblem& p, void* out);
+
+/// One cross-attention call (candidates query their user's sequence), row-major, dtype
+/// policy.storage: q [B·n_seed, H, Dh]; k, v [Σ_u S_u, H, Dh]; out like q.
+/// Dense: k_offsets empty and S >= 1 (user u owns keys [u·S, (u+1)·S)).
+/// Jagged: k_offsets [U + 1] non-decreasing from 0 (user u owns [k_offsets[u], k_offsets[u+1]));
+///   an empty range gives zeros. scale = 0 means 1/sqrt(Dh).
+struct AttentionProblem {
+  std::int64_t B = 0, U = 0, n_seed = 0, H = 0, Dh = 0, S = 0;
+  std::span<const std::int64_t> k_offsets;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const std::int32_t* cand_to_user = nullptr;
+  double scale = 0.0;
+  IkboPolicy policy;
+  bool jagged() const { return !k_offsets.empty(); }
+  std::int64_t total_keys() const { return jagged() ? k_offsets.back() : U * S; }
+};
+
+Status validate(const AttentionProblem& p);
+
+/// FP64 attention with a max-subtracted softmax: out [B·n_seed, H, Dh].
+std::vector<double> attention_reference_fp64(const AttentionProblem& p);
+/// The CPU fallback: attention_reference_fp64 rounded once (RNE) to policy.storage into `out`.
+void attention_reference(const AttentionProblem& p, void* out);
+
+}  // namespace tbe::ikbo
