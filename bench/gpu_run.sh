@@ -22,3 +22,12 @@ S=$(date +%s)
 mkdir -p /tmp/npy; timeout ${T_B2:-150} ./tbe-bench forward --workload seed-large --iters 20 --json $OUT/bench.json ${DUMP:+--dump-npy /tmp/npy} > $OUT/bench.log 2>&1; echo "bench rc=$? ($(( $(date +%s)-S ))s)"
 grep -v "^fp" $OUT/bench.log; grep "^fp" $OUT/bench.log | cut -c1-24,60-145
 if [ -n "$DUMP" ]; then S=$(date +%s); timeout ${T_P:-60} python3 ../bench/peer_embedding_bag.py /tmp/npy --iters 10 --json $OUT/peer.json 2>&1 | tail -3; echo "peer ($(( $(date +%s)-S ))s)"; fi
+# Backward + exact optimizer (tbe-bench backward): B=8192 quick run, then full seed-large with the
+# PyTorch composite peer on the same index stream (DUMP=1).
+S=$(date +%s)
+timeout ${T_BB1:-60} ./tbe-bench backward --batch 8192 --iters 10 --json $OUT/bwd_8192.json > $OUT/bwd_8192.log 2>&1; echo "bwd8192 rc=$? ($(( $(date +%s)-S ))s)"
+cut -c1-160 $OUT/bwd_8192.log | grep -v paths
+S=$(date +%s)
+mkdir -p /tmp/npyb; timeout ${T_BB2:-150} ./tbe-bench backward --iters 10 --json $OUT/bwd.json ${DUMP:+--dump-npy /tmp/npyb} > $OUT/bwd.log 2>&1; echo "bwd rc=$? ($(( $(date +%s)-S ))s)"
+cut -c1-200 $OUT/bwd.log
+if [ -n "$DUMP" ]; then S=$(date +%s); timeout ${T_PB:-90} python3 ../bench/peer_backward.py /tmp/npyb --iters 5 --json $OUT/peer_bwd.json 2>&1 | tail -4; echo "peer bwd ($(( $(date +%s)-S ))s)"; fi

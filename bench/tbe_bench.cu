@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_common.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/forward.h"
 #include "tbe/io/npy.h"
@@ -36,53 +37,11 @@
 
 using namespace tbe;
 using tbe::cuda::DeviceBuffer;
+using tbe::bench::check;
+using tbe::bench::Timing;
+using tbe::bench::time_it;
 
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
-
-struct Timing {
-  double median_ms = 0, min_ms = 0, max_ms = 0;
-};
-
-Timing summarize(std::vector<float> ms) {
-  std::sort(ms.begin(), ms.end());
-  Timing t;
-  t.min_ms = ms.front();
-  t.max_ms = ms.back();
-  const std::size_t n = ms.size();
-  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  return t;
-}
-
-/// Times `body` (enqueued on `stream`) with events; flushes L2 before every iteration.
-template <class F>
-Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_t flush_bytes) {
-  for (int i = 0; i < 3; ++i) body();
-  check(cudaStreamSynchronize(stream), "warm-up");
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  std::vector<float> ms;
-  for (int i = 0; i < iters; ++i) {
-    if (flush != nullptr) check(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream), "flush L2");
-    check(cudaEventRecord(a, stream), "record");
-    body();
-    check(cudaEventRecord(b, stream), "record");
-    check(cudaEventSynchronize(b), "sync");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, a, b), "elapsed");
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return summarize(ms);
-}
 
 std::vector<float> weights_as_f32(const ForwardCase& c) {
   const std::size_t n = c.weights.size() / dtype_size(c.weights_dtype);
@@ -95,6 +54,7 @@ std::vector<float> weights_as_f32(const ForwardCase& c) {
 constexpr const char* kUsage =
     "usage: tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]\n"
     "                         [--json FILE] [--dump-npy DIR]\n"
+    "       tbe-bench backward --help   (backward + exact optimizer, see bench/backward_bench.cu)\n"
     "  Times the CUDA forward on a named workload (CUDA events, median/min/max over N iterations\n"
     "  after warm-up, L2 flushed between iterations) in every variant (no check, fused and\n"
     "  separate bounds check, FP32/FP16 weights, tuning variants), counts bytes (unique rows,\n"
@@ -112,6 +72,7 @@ int usage(int status) {
 int main(int argc, char** argv) {
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
     return usage(0);
+  if (argc >= 2 && std::string(argv[1]) == "backward") return tbe::bench::backward_main(argc, argv);
   if (argc < 2 || std::string(argv[1]) != "forward") return usage(2);
   std::string workload = "seed-large", json_path, npy_dir;
   std::int64_t batch = 0;

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "src/cuda_check.h"
+#include "tbe/cuda/backward.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/forward.h"
 #include "tbe/errors.h"
@@ -28,15 +29,20 @@ int device_count() {
 namespace {
 
 /// The host problem's data copied to the device, and the same problem pointing at the copies.
+/// Elements of the weights buffer: max over tables of table_offset + E·D.
+std::int64_t weight_elements(const ForwardProblem& p) {
+  std::int64_t n = 0;
+  for (std::int64_t t = 0; t < p.tables.num_tables(); ++t)
+    n = std::max(n, p.tables.table_offsets[t] + p.tables.rows[t] * p.tables.dims[t]);
+  return n;
+}
+
 struct DeviceProblem {
   DeviceBuffer weights, indices, offsets, psw;
   ForwardProblem problem;
 
   explicit DeviceProblem(const ForwardProblem& p) {
-    std::int64_t weight_elems = 0;
-    for (std::int64_t t = 0; t < p.tables.num_tables(); ++t)
-      weight_elems = std::max(weight_elems, p.tables.table_offsets[t] +
-                                                p.tables.rows[t] * p.tables.dims[t]);
+    const std::int64_t weight_elems = weight_elements(p);
     const std::size_t isz = dtype_size(p.lookups.index_dtype);
     weights = DeviceBuffer(p.tables.weights, weight_elems * dtype_size(p.tables.dtype));
     indices = DeviceBuffer(p.lookups.indices, p.lookups.num_indices * isz);
@@ -75,6 +81,55 @@ class CudaBackend final : public Backend {
     if (out_bytes > 0)
       cuda_check(cudaMemcpy(output, d_out.get(), out_bytes, cudaMemcpyDeviceToHost),
                  "download output");
+    return stats;
+  }
+
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& strategy) override {
+    throw_if_error(validate(p, strategy));  // before any upload
+    throw_if_error(validate(p, out));
+    DeviceProblem dp(p.forward);
+    const ForwardProblem& f = p.forward;
+    const std::size_t w_bytes = weight_elements(f) * dtype_size(f.tables.dtype);
+    std::int64_t K = 0;
+    for (std::int64_t t = 0; t < f.tables.num_tables(); ++t) K += f.tables.rows[t];
+    const std::size_t m_bytes = static_cast<std::size_t>(K) * sizeof(float);
+    const std::size_t g_bytes =
+        make_output_layout(f).numel * dtype_size(f.options.policy.output);
+    DeviceBuffer d_grad(p.grad_output, g_bytes);
+    // Outputs: in place when they alias the inputs; else the caller's current contents, so the
+    // rows backward does not touch come back unchanged.
+    const bool w_alias = out.weights == f.tables.weights;
+    DeviceBuffer d_wout = w_alias ? DeviceBuffer() : DeviceBuffer(out.weights, w_bytes);
+    DeviceBuffer d_min, d_mout, d_psw;
+    if (p.momentum != nullptr) d_min = DeviceBuffer(p.momentum, m_bytes);
+    const bool m_alias = out.momentum != nullptr && out.momentum == p.momentum;
+    if (out.momentum != nullptr && !m_alias) d_mout = DeviceBuffer(out.momentum, m_bytes);
+    if (out.per_sample_weight_grad != nullptr)
+      d_psw = DeviceBuffer(static_cast<std::size_t>(f.lookups.num_indices) * sizeof(float));
+    BackwardProblem dbp = p;
+    dbp.forward = dp.problem;
+    dbp.grad_output = g_bytes > 0 ? d_grad.get() : p.grad_output;
+    dbp.momentum = p.momentum != nullptr ? d_min.as<const float>() : nullptr;
+    BackwardOutputs dout;
+    dout.weights = w_alias ? dp.weights.get() : d_wout.get();
+    if (dout.weights == nullptr) dout.weights = out.weights;  // no elements: never dereferenced
+    dout.momentum = out.momentum == nullptr ? nullptr : (m_alias ? d_min.as<float>() : d_mout.as<float>());
+    dout.per_sample_weight_grad = out.per_sample_weight_grad == nullptr ? nullptr : d_psw.as<float>();
+    BackwardOp op(dbp, strategy);
+    DeviceBuffer d_ws(op.workspace_bytes());
+    op.run(dout, d_ws.get(), nullptr);
+    BackwardStats stats = op.finish();  // throws before anything is downloaded
+    if (w_bytes > 0)
+      cuda_check(cudaMemcpy(out.weights, dout.weights, w_bytes, cudaMemcpyDeviceToHost),
+                 "download weights");
+    if (out.momentum != nullptr && m_bytes > 0)
+      cuda_check(cudaMemcpy(out.momentum, dout.momentum, m_bytes, cudaMemcpyDeviceToHost),
+                 "download momentum");
+    if (out.per_sample_weight_grad != nullptr && f.lookups.num_indices > 0)
+      cuda_check(cudaMemcpy(out.per_sample_weight_grad, dout.per_sample_weight_grad,
+                            f.lookups.num_indices * sizeof(float), cudaMemcpyDeviceToHost),
+                 "download per-sample-weight gradients");
     return stats;
   }
 

@@ -1,0 +1,140 @@
+// Device-level TBE backward fused with the exact optimizer (CUTLASS-style lifecycle, like
+// ForwardOp): construct (validate once + plan), query the workspace, run(stream) without host
+// sync, finish() to sync and collect the stats (or the FATAL BoundsCheckError).
+// Semantics: ../shared/spec/tbe.md "Backward"; the FP64 reference is tbe/backward.h.
+// Design, work routing and stochastic rounding on the GPU: docs/backward.md.
+//
+// Memory spaces: in the BackwardProblem handed to BackwardOp / TransposeOp the data pointers
+// (forward.tables.weights, forward.lookups.{indices, offsets, per_sample_weights}, grad_output,
+// momentum) are DEVICE pointers; the spans (rows, dims, table_offsets, feature_table_map,
+// vbe_batch_sizes) are host metadata, read during construction only.
+//
+// Symbols: N lookups, R runs (unique (table, row) pairs), SL run length, K = Σ_t E_t rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+#include "tbe/backward.h"
+#include "tbe/forward.h"
+#include "tbe/problem.h"
+
+namespace tbe::cuda {
+
+/// Limits of the CUDA backward beyond validate(BackwardProblem): N < 2^31 lookups and fewer than
+/// 2^31 bags (positions and bag ids travel through the sort as 32-bit values). Larger problems are
+/// an InvalidArgument naming the limit.
+inline constexpr std::int64_t kBackwardMaxLookups = (std::int64_t{1} << 31) - 1;
+
+/// Device metadata of one transpose (FBGEMM transpose_embedding_input) of a batch of lookups,
+/// living in the workspace of the TransposeOp that produced it (a view: copy freely, valid while
+/// that workspace is alive and until it runs again). Contents, all on the device:
+///   bounds-check state (repaired offsets, warning counters, FATAL key) of the same call;
+///   sorted_keys [N] / sorted_values [N] (32-bit values: bag id or lookup position, see
+///   docs/backward.md); run_keys [N] (first num_runs valid), run_lengths [N] int32,
+///   run_offsets [N + 1] uint32 (exclusive prefix), num_runs (int32, device).
+/// Keys are 32-bit when K < 2^31 (key_bits = bits of K), else 64-bit; positions outside every bag
+/// carry the sentinel key K and form the last run, which backward skips.
+struct SortedLookups {
+  const void* impl = nullptr;   ///< the producing plan (identity + geometry checks)
+  char* workspace = nullptr;    ///< the producing TransposeOp's workspace
+  bool valid() const { return impl != nullptr && workspace != nullptr; }
+};
+
+struct TransposePlan;  // host plan + device metadata (optimized/src/backward_plan.h)
+
+/// The backward's preprocessing as its own operator, so a caller can run it with the forward (the
+/// "hoisted transpose" of FBTriton): bounds check/repair (the problem's mode), linearize
+/// (int64 id = row_offset[table(f)] + index, per position the scale c_p where needed),
+/// cub::DeviceRadixSort::SortPairs on the key bits only, cub::DeviceRunLengthEncode::Encode,
+/// cub::DeviceScan::ExclusiveSum. It only needs the forward problem (and is independent of
+/// grad_output), so it can run on a second stream concurrently with ForwardOp::run.
+///   TransposeOp t(problem.forward);  void* tws = alloc(t.workspace_bytes());
+///   t.run(tws, stream2);             // enqueue only
+///   backward_op.run(outputs, ws, stream, t.sorted());  // after an event on stream2
+/// Errors: the constructor throws InvalidArgument (tbe::validate(ForwardProblem), kernel limits).
+/// A FATAL violation found by run() is reported by the BackwardOp::finish() that consumed it.
+class TransposeOp {
+ public:
+  explicit TransposeOp(const ForwardProblem& p);
+  ~TransposeOp();
+  TransposeOp(const TransposeOp&) = delete;
+  TransposeOp& operator=(const TransposeOp&) = delete;
+  TransposeOp(TransposeOp&&) noexcept;
+  TransposeOp& operator=(TransposeOp&&) noexcept;
+
+  /// Device workspace of run() (bytes; it also holds the SortedLookups).
+  std::size_t workspace_bytes() const;
+  /// Enqueues the preprocessing on `stream` (no host sync, no allocation).
+  void run(void* d_workspace, cudaStream_t stream = nullptr);
+  /// The result of the last run() (valid once the stream reaches the end of that run()).
+  SortedLookups sorted() const;
+
+ private:
+  std::unique_ptr<TransposePlan> plan_;
+  char* last_workspace_ = nullptr;
+};
+
+struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_plan.h)
+
+/// One TBE backward + exact optimizer on device memory.
+///   BackwardOp op(problem, strategy);   // validate(p, s) -> InvalidArgument; plan; upload meta
+///   void* ws = alloc(op.workspace_bytes());
+///   op.run(outputs, ws, stream);        // enqueue only (no host sync)
+///   BackwardStats s = op.finish();      // sync; FATAL -> BoundsCheckError (nothing updated)
+/// Inputs (device): forward.tables.weights [Σ E_t·D_t] of tables.dtype (the weights BEFORE the
+/// update), grad_output [make_output_layout(forward).numel] of policy.output, momentum FP32 [K]
+/// (Adagrad). Outputs (device, BackwardOutputs): weights [Σ E_t·D_t] (only touched rows written;
+/// may alias the input weights), momentum FP32 [K] (only touched rows; may alias), per-sample-
+/// weight gradients FP32 [N] (weighted problems; positions outside every bag get 0).
+/// Launch order inside run(): bounds check, preprocessing (skipped when hoisted), routing, the
+/// per-sample-weight gradient (reads the weights before any update), short runs, long-run chunks,
+/// long-run apply. All device buffers must stay alive and unchanged until finish() returns.
+class BackwardOp {
+ public:
+  /// Validates `p` and `s` (tbe::validate(p, s): InvalidArgument naming the argument, before any
+  /// launch), checks the CUDA limits (accumulation F32 for FP16/BF16 weights, F32 or F64 for FP32
+  /// weights; N and bags < 2^31), builds the plan and uploads the small per-table/per-feature
+  /// metadata (synchronously).
+  explicit BackwardOp(const BackwardProblem& p, const BackwardStrategy& s = {});
+  ~BackwardOp();
+  BackwardOp(const BackwardOp&) = delete;
+  BackwardOp& operator=(const BackwardOp&) = delete;
+  BackwardOp(BackwardOp&&) noexcept;
+  BackwardOp& operator=(BackwardOp&&) noexcept;
+
+  /// Device workspace of run() (bytes; 256-aligned pieces). Sized by upper bounds (N lookups,
+  /// N / chunk_size + N / long_run_threshold + 1 chunks), so no count is read back during run().
+  /// With a hoisted transpose the preprocessing part is not needed: workspace_bytes(true).
+  std::size_t workspace_bytes(bool hoisted = false) const;
+
+  /// Enqueues the backward on `stream`: validate(p, out) first (InvalidArgument, nothing
+  /// launched). `hoisted`: the result of a TransposeOp run on the same forward problem (same
+  /// lookups, enqueued before this call in stream order); then this op skips its own bounds check
+  /// and preprocessing. A SortedLookups of a different geometry is an InvalidArgument.
+  void run(const BackwardOutputs& out, void* d_workspace, cudaStream_t stream = nullptr,
+           const SortedLookups& hoisted = {});
+
+  /// Synchronizes the stream of the last run(); returns warnings, runs, lookups, the per-path
+  /// counters read back from the device and the paths exercised ("bwd.sort.key32"/"key64",
+  /// "bwd.short", "bwd.long.chunked", "bwd.long.fused", "bwd.psw_grad", "bwd.sr", "bwd.hoisted",
+  /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", bounds-check paths).
+  /// Throws BoundsCheckError (FATAL: the first offender, as tbe::find_first_violation; no output
+  /// was written) or DeviceError (a CUDA error).
+  BackwardStats finish();
+
+  /// Profiling hook (tbe-bench): when set, run() records events[0] before its first launch and
+  /// events[1..6] after the preprocessing (bounds check + transpose; nothing when hoisted), the
+  /// routing, the per-sample-weight gradient, the short runs, the long-run chunks and the
+  /// long-run apply. `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
+  static constexpr int kPhaseEvents = 7;
+  void set_phase_events(cudaEvent_t* events);
+
+ private:
+  std::unique_ptr<BackwardPlan> plan_;
+};
+
+}  // namespace tbe::cuda

@@ -1,0 +1,185 @@
+// Host-visible interface of the backward kernel families (optimized/kernels/backward_*.cu):
+// argument structs and launch functions. Plain C++ (no device code). Kernels trust these
+// arguments: the host operator (src/backward_op.cpp) validated the problem first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/launch.h"
+#include "tbe/types.h"
+
+namespace tbe::cuda::detail {
+
+/// Per-table metadata on device ([num_tables], ascending row_offset).
+struct BwdTableMeta {
+  std::int64_t row_offset;   ///< first linearized id of the table (exclusive prefix of E_t)
+  std::int64_t elem_offset;  ///< element offset of the table in the weights buffer
+  std::int32_t dim;          ///< D_t
+  std::int32_t pad;
+};
+
+/// What travels through the sort as the 32-bit value of a lookup.
+enum class SortedValue : std::int32_t {
+  Bag = 0,             ///< pooled, unweighted SUM: the bag id (scale 1)
+  Position = 1,        ///< NONE pooling: the lookup position p (grad row p, scale 1)
+  PositionScaled = 2,  ///< pooled, weighted or MEAN: p; bag and scale c_p in per-position arrays
+};
+
+/// Counters of the backward at the head of its workspace (zeroed by every run()).
+struct BackwardDeviceCounters {
+  unsigned long long short_runs, short_lookups;
+  unsigned long long long_runs, long_lookups;
+  unsigned long long chunks;
+  unsigned int num_long;    ///< long runs listed by the router
+  unsigned int num_chunks;  ///< chunks listed by the router
+  unsigned long long pad[2];
+};
+
+/// One long run as listed by the router.
+struct LongRun {
+  std::uint32_t run;         ///< index into the RLE arrays
+  std::uint32_t chunk_base;  ///< first chunk slot
+  std::uint32_t num_chunks;
+  std::uint32_t pad;
+};
+
+/// Preprocessing (kernels/backward_preprocess.cu).
+struct LinearizeArgs {
+  const void* indices = nullptr;        ///< [N] Idx (raw)
+  const void* offsets = nullptr;        ///< [num_bags + 1] Idx (repaired, or raw under NONE/FATAL)
+  const float* per_sample_weights = nullptr;
+  const FeatureMeta* features = nullptr;          ///< [T] (table_offset unused here)
+  const std::int64_t* feature_row_offset = nullptr;  ///< [T] linearized first row of f's table
+  const std::int64_t* feature_first_bag = nullptr;   ///< [T + 1]
+  std::int32_t num_features = 0;
+  std::int64_t num_bags = 0;
+  std::int64_t N = 0;
+  std::int64_t sentinel = 0;            ///< K = Σ E_t: key of positions outside every bag
+  SortedValue value_kind = SortedValue::Bag;
+  bool mean = false;
+  bool check_indices = false;           ///< WARNING/IGNORE: bad index -> row 0, counted
+  void* keys = nullptr;                 ///< [N] uint32 or uint64
+  std::uint32_t* values = nullptr;      ///< [N]
+  std::int32_t* pos_bag = nullptr;      ///< [N] (PositionScaled) bag of p, -1 outside
+  double* pos_scale = nullptr;          ///< [N] (PositionScaled) c_p = w_p / L (MEAN) or w_p
+  DeviceCounters* counters = nullptr;
+  const unsigned long long* abort_key = nullptr;
+};
+
+/// Everything the run kernels (short runs, long-run chunks, long-run apply) read.
+struct RunArgs {
+  // --- transpose ---
+  const void* run_keys = nullptr;       ///< [R] uint32 or uint64 (key32)
+  const std::int32_t* run_lengths = nullptr;  ///< [R]
+  const std::uint32_t* run_offsets = nullptr; ///< [R + 1]
+  const std::int32_t* num_runs = nullptr;     ///< device scalar R (incl. a sentinel run)
+  const std::uint32_t* sorted_values = nullptr;  ///< [N]
+  const std::int32_t* pos_bag = nullptr;
+  const double* pos_scale = nullptr;
+  bool key32 = true;
+  std::int64_t sentinel = 0;
+  SortedValue value_kind = SortedValue::Bag;
+  // --- grad_output addressing (bag -> output row, as the forward's segments) ---
+  const void* grad_output = nullptr;    ///< Out
+  const std::int64_t* seg_first_bag = nullptr;
+  const SegmentMeta* segs = nullptr;
+  std::int32_t num_segs = 0;
+  std::int64_t num_bags = 0;
+  std::int64_t bags_per_segment = 0;
+  std::int32_t none_dim = 0;            ///< NONE pooling: D (grad row p at p·D)
+  bool grad_vec = false;                ///< 4-element vector loads of grad_output rows
+  // --- tables ---
+  const BwdTableMeta* tables = nullptr;
+  std::int32_t num_tables = 0;
+  const void* weights_in = nullptr;     ///< W
+  void* weights_out = nullptr;          ///< W
+  bool weights_vec = false;             ///< 4-element vector access of weight rows
+  const float* momentum_in = nullptr;   ///< [K] (Adagrad)
+  float* momentum_out = nullptr;
+  // --- optimizer (FP32 values, effective_hyper_parameter) ---
+  bool adagrad = false;
+  std::int32_t wd_mode = 0;             ///< 0 none, 1 L2, 2 decoupled
+  float lr = 0, eps = 0, weight_decay = 0, max_norm = 0, max_gradient = 0;
+  bool stochastic = false;              ///< SR write-back (16-bit weights)
+  unsigned long long sr_seed = 0, sr_offset = 0;
+  // --- routing ---
+  std::int32_t long_threshold = 256;
+  std::int32_t chunk_size = 256;
+  bool fused = true;
+  bool deterministic = true;
+  LongRun* long_runs = nullptr;         ///< [max_long]
+  std::uint32_t* chunk_run = nullptr;   ///< [max_chunks] slot of the chunk's long run
+  unsigned int* run_counters = nullptr; ///< [max_long] fused arrival counters
+  void* partials = nullptr;             ///< [max_chunks][row_stride] Acc (deterministic)
+  void* accumulators = nullptr;         ///< [max_long][row_stride] Acc (non-deterministic)
+  std::int32_t row_stride = 0;          ///< max D over tables, rounded up to 4
+  std::int32_t acc_size = 8;            ///< sizeof(Acc)
+  std::uint32_t max_long = 0, max_chunks = 0;
+  BackwardDeviceCounters* counters = nullptr;
+  const unsigned long long* abort_key = nullptr;
+  // --- launch geometry ---
+  std::int32_t group_size = 32;         ///< threads per run: 1..32 (warp groups) or 64..512 (block)
+  std::int32_t grid = 0;                ///< persistent grid (blocks)
+};
+
+/// Per-sample-weight gradient (kernels/backward_psw_grad.cu): one group per lookup position.
+struct PswGradArgs {
+  const void* weights = nullptr;        ///< W, before the update
+  const void* indices = nullptr;        ///< [N] Idx (raw; bad ones -> row 0 when check_indices)
+  const void* offsets = nullptr;        ///< repaired offsets (Idx)
+  const std::int32_t* pos_bag = nullptr;  ///< [N]
+  const void* grad_output = nullptr;    ///< Out
+  const FeatureMeta* features = nullptr;
+  const std::int64_t* seg_first_bag = nullptr;
+  const SegmentMeta* segs = nullptr;
+  std::int32_t num_segs = 0;
+  std::int64_t num_bags = 0;
+  std::int64_t bags_per_segment = 0;
+  std::int64_t N = 0;
+  bool mean = false;
+  bool check_indices = false;
+  float max_gradient = 0;
+  float* out = nullptr;                 ///< [N]
+  std::int32_t group_size = 32;
+  const unsigned long long* abort_key = nullptr;
+};
+
+struct RunTypes {
+  DType weights, accumulation, grad;
+  bool block_group;  ///< group_size > 32
+};
+
+// --- preprocessing (kernels/backward_preprocess.cu) ---
+/// CUB temp bytes for sort (key32 or 64 bits), RLE and scan over n items.
+std::size_t transpose_temp_bytes(bool key32, std::int64_t n);
+void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStream_t stream);
+/// Sort (keys_in, values_in) -> (keys_out, values_out) on bits [0, end_bit), RLE of keys_out into
+/// run_keys / run_lengths / num_runs, exclusive prefix of run_lengths into run_offsets.
+void launch_sort_rle(bool key32, int end_bit, std::int64_t n, void* keys_in, void* keys_out,
+                     std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
+                     std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
+                     void* temp, std::size_t temp_bytes, cudaStream_t stream);
+/// Router: splits runs into short (counted) and long (listed with their chunks).
+void launch_route(const RunArgs& a, cudaStream_t stream);
+
+// --- run kernels (kernels/backward_short.cu, kernels/backward_long.cu) ---
+/// True if a run-kernel instance exists for t (else BackwardOp throws InvalidArgument).
+bool backward_types_supported(const RunTypes& t);
+void launch_short_runs(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
+void launch_long_chunks(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
+void launch_long_apply(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_short_runs_t(const RunArgs& a, cudaStream_t stream);
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_long_chunks_t(const RunArgs& a, cudaStream_t stream);
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_long_apply_t(const RunArgs& a, cudaStream_t stream);
+
+// --- per-sample-weight gradient (kernels/backward_psw_grad.cu) ---
+void launch_psw_grad(DType weights, DType accumulation, DType grad, DType index,
+                     const PswGradArgs& a, cudaStream_t stream);
+
+}  // namespace tbe::cuda::detail

@@ -1,0 +1,121 @@
+// Long runs (SL >= long_run_threshold), split into chunks of chunk_size sorted lookups:
+// - chunk kernel: one group per chunk accumulates the chunk (same sorted gather as short runs) and
+//   writes its partial row sum to the workspace (deterministic), or adds it to the run's
+//   accumulator row with float atomics (deterministic = false: the order of the atomics varies);
+//   Fused: the group then fences (__threadfence), counts itself on the run's arrival counter
+//   (atomicAdd), and the last chunk to arrive sums the partials in chunk order (ld.cg, past L1)
+//   and applies the optimizer in the same launch, then resets the counter;
+// - apply kernel (Chunked): one group per long run sums its partials in chunk order and applies.
+// A run's result depends only on its chunks' partials and their order, never on which slot or
+// group handled it: deterministic mode is bitwise reproducible.
+#include "kernels/backward_optimizer.cuh"
+#include "src/cuda_check.h"
+
+namespace tbe::cuda::detail {
+namespace {
+
+/// Σ of the run's partials (or its atomic accumulator) for this lane's 4 columns, chunk order.
+template <class Acc, bool kBlock>
+__device__ __forceinline__ void reduce_partials(const RunArgs& a, const RunGroup<kBlock>& g,
+                                                std::uint32_t slot, const LongRun& lr, int D,
+                                                Acc (&total)[4]) {
+  const int c = g.glane * 4;
+  if (c >= D) return;
+  if (!a.deterministic) {
+    const Acc* row = static_cast<const Acc*>(a.accumulators) + static_cast<std::int64_t>(slot) * a.row_stride + c;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) total[v] = load_cg(row + v);
+    return;
+  }
+  const Acc* part = static_cast<const Acc*>(a.partials);
+  for (std::uint32_t j = 0; j < lr.num_chunks; ++j) {
+    const Acc* row = part + static_cast<std::int64_t>(lr.chunk_base + j) * a.row_stride + c;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) total[v] += load_cg(row + v);
+  }
+}
+
+template <class W, class Acc, class Out, bool kBlock>
+__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock, kBlock ? 1 : 3)
+long_chunks_group_per_chunk(const RunArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
+  const std::int64_t num_chunks = a.counters->num_chunks;
+  for (std::int64_t ch = g.gid; ch < num_chunks; ch += g.num_groups) {
+    const std::uint32_t slot = a.chunk_run[ch];
+    const LongRun lr = a.long_runs[slot];
+    const std::uint32_t j = static_cast<std::uint32_t>(ch) - lr.chunk_base;
+    const std::int64_t key = run_key(a, lr.run);
+    const BwdTableMeta t = table_of(a, key);
+    const std::uint32_t run_begin = a.run_offsets[lr.run];
+    const std::uint32_t run_end = run_begin + static_cast<std::uint32_t>(a.run_lengths[lr.run]);
+    const std::uint32_t begin = run_begin + j * static_cast<std::uint32_t>(a.chunk_size);
+    const std::uint32_t end = min(run_end, begin + static_cast<std::uint32_t>(a.chunk_size));
+    Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+    accumulate_sorted<Out, Acc, kBlock>(a, g, begin, end, t.dim, acc);
+    const int c = g.glane * 4;
+    if (c < t.dim) {
+      if (a.deterministic) {
+        Acc* row = static_cast<Acc*>(a.partials) + static_cast<std::int64_t>(ch) * a.row_stride + c;
+#pragma unroll
+        for (int v = 0; v < 4; ++v) row[v] = acc[v];
+      } else {
+        Acc* row = static_cast<Acc*>(a.accumulators) + static_cast<std::int64_t>(slot) * a.row_stride + c;
+#pragma unroll
+        for (int v = 0; v < 4; ++v)
+          if (c + v < t.dim) atomicAdd(row + v, acc[v]);
+      }
+    }
+    if (!a.fused) continue;
+    __threadfence();  // this group's partial is visible device-wide before it is counted
+    g.sync();
+    unsigned prev = 0;
+    if (g.glane == 0) prev = atomicAdd(&a.run_counters[slot], 1u);
+    prev = g.broadcast(prev, 0);
+    if (prev + 1 != lr.num_chunks) continue;  // not the last chunk of the run
+    __threadfence();  // acquire: every other chunk's partial is visible
+    Acc total[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+    reduce_partials<Acc, kBlock>(a, g, slot, lr, t.dim, total);
+    apply_row<W, Acc, kBlock>(a, g, key, t, total);
+    if (g.glane == 0) a.run_counters[slot] = 0u;  // ready for the next call
+  }
+}
+
+template <class W, class Acc, class Out, bool kBlock>
+__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock, kBlock ? 1 : 3)
+long_apply_group_per_run(const RunArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
+  const std::int64_t num_long = a.counters->num_long;
+  for (std::int64_t s = g.gid; s < num_long; s += g.num_groups) {
+    const LongRun lr = a.long_runs[s];
+    const std::int64_t key = run_key(a, lr.run);
+    const BwdTableMeta t = table_of(a, key);
+    Acc total[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+    reduce_partials<Acc, kBlock>(a, g, static_cast<std::uint32_t>(s), lr, t.dim, total);
+    apply_row<W, Acc, kBlock>(a, g, key, t, total);
+  }
+}
+
+}  // namespace
+
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_long_chunks_t(const RunArgs& a, cudaStream_t stream) {
+  auto* kernel = long_chunks_group_per_chunk<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
+  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock);
+  const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
+  kernel<<<static_cast<unsigned>(g), kBlock ? a.group_size : kRunBlock, 0, stream>>>(a);
+}
+
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_long_apply_t(const RunArgs& a, cudaStream_t stream) {
+  auto* kernel = long_apply_group_per_run<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
+  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock);
+  const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
+  kernel<<<static_cast<unsigned>(g), kBlock ? a.group_size : kRunBlock, 0, stream>>>(a);
+}
+
+TBE_BWD_INSTANTIATE(launch_long_chunks_t)
+TBE_BWD_INSTANTIATE(launch_long_apply_t)
+
+}  // namespace tbe::cuda::detail

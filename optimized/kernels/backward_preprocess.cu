@@ -1,0 +1,215 @@
+// Backward preprocessing (tbe.md "Backward": the transpose, FBGEMM transpose_embedding_input):
+//  1. linearize: a group of 8 threads per bag (of the repaired offsets) writes, for each lookup p
+//     of the bag, key[p] = row_offset[table(f)] + index[p] (WARNING/IGNORE: a bad index becomes
+//     row 0 and is counted, as the forward's fused check) and the 32-bit sorted value (bag id or
+//     position, see SortedValue); for weighted/MEAN problems also pos_bag[p] and the scale
+//     c_p = w_p / L in FP64. Positions outside every bag ([0, o'[0]) and [o'[T·B], N)) get the
+//     sentinel key K = Σ E_t, so they sort last and form one run that backward skips.
+//  2. cub::DeviceRadixSort::SortPairs on bits [0, end_bit) only (end_bit = bits of K; 32-bit keys
+//     when K < 2^31), stable, so positions stay ascending inside a run;
+//  3. cub::DeviceRunLengthEncode::Encode -> unique keys, SL, number of runs (device scalar);
+//  4. cub::DeviceScan::ExclusiveSum of SL -> run offsets. CUB sizes by the upper bound N; nothing
+//     is read back to the host.
+//  5. route: runs with SL >= threshold are listed (slot, chunk range) for the long-run kernels
+//     (atomic slot allocation; a run's result does not depend on its slot), the rest counted.
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include "kernels/backward_launch.h"
+#include "kernels/common.cuh"
+#include "src/cuda_check.h"
+
+namespace tbe::cuda::detail {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kLinGroup = 8;  // threads per bag in linearize
+
+template <class Idx, class Key>
+__global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const LinearizeArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const std::int64_t groups = std::max<std::int64_t>(a.num_bags, 1);
+  const std::int64_t k = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kLinGroup;
+  const int glane = threadIdx.x % kLinGroup;
+  if (k >= groups) return;
+  const Idx* offsets = static_cast<const Idx*>(a.offsets);
+  const Idx* indices = static_cast<const Idx*>(a.indices);
+  Key* keys = static_cast<Key*>(a.keys);
+  const bool scaled = a.value_kind == SortedValue::PositionScaled;
+  auto outside = [&](std::int64_t lo, std::int64_t hi) {  // positions that belong to no bag
+    for (std::int64_t p = lo + glane; p < hi; p += kLinGroup) {
+      keys[p] = static_cast<Key>(a.sentinel);
+      a.values[p] = static_cast<std::uint32_t>(p);
+      if (scaled) {
+        a.pos_bag[p] = -1;
+        a.pos_scale[p] = 0.0;
+      }
+    }
+  };
+  if (k == 0) outside(0, a.num_bags > 0 ? static_cast<std::int64_t>(offsets[0]) : a.N);
+  if (k == groups - 1 && a.num_bags > 0) outside(static_cast<std::int64_t>(offsets[a.num_bags]), a.N);
+  if (a.num_bags == 0) return;
+  const std::int64_t s = offsets[k], e = offsets[k + 1];
+  if (s >= e) return;
+  const std::int64_t f = last_le(a.feature_first_bag, a.num_features + 1, k);
+  const std::int64_t E = a.features[f].rows;
+  const std::int64_t row0 = a.feature_row_offset[f];
+  const double inv_len_num = static_cast<double>(e - s);
+  unsigned long long bad = 0;
+  for (std::int64_t p = s + glane; p < e; p += kLinGroup) {
+    std::int64_t i = static_cast<std::int64_t>(indices[p]);
+    if (a.check_indices && (i < 0 || i >= E)) {
+      i = 0;
+      ++bad;
+    }
+    keys[p] = static_cast<Key>(row0 + i);
+    a.values[p] = static_cast<std::uint32_t>(a.value_kind == SortedValue::Bag ? k : p);
+    if (scaled) {
+      const double w = a.per_sample_weights != nullptr ? static_cast<double>(a.per_sample_weights[p]) : 1.0;
+      a.pos_bag[p] = static_cast<std::int32_t>(k);
+      a.pos_scale[p] = a.mean ? w / inv_len_num : w;
+    }
+  }
+  if (bad != 0) atomicAdd(&a.counters->bad_indices, bad);
+}
+
+template <class Idx, class Key>
+void linearize_t(const LinearizeArgs& a, cudaStream_t stream) {
+  if (a.N == 0) return;
+  const std::int64_t groups = std::max<std::int64_t>(a.num_bags, 1);
+  const std::int64_t blocks = (groups * kLinGroup + kBlock - 1) / kBlock;
+  linearize_group_per_bag<Idx, Key><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(a);
+  check_launch("linearize_group_per_bag");
+}
+
+template <class Key>
+std::size_t temp_bytes_t(std::int64_t n) {
+  const int items = static_cast<int>(n);
+  std::size_t sort = 0, rle = 0, scan = 0;
+  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort, static_cast<Key*>(nullptr),
+                                             static_cast<Key*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr), items),
+             "cub::DeviceRadixSort::SortPairs (size query)");
+  cuda_check(cub::DeviceRunLengthEncode::Encode(nullptr, rle, static_cast<Key*>(nullptr),
+                                                static_cast<Key*>(nullptr),
+                                                static_cast<std::int32_t*>(nullptr),
+                                                static_cast<std::int32_t*>(nullptr), items),
+             "cub::DeviceRunLengthEncode::Encode (size query)");
+  cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan, static_cast<std::int32_t*>(nullptr),
+                                           static_cast<std::uint32_t*>(nullptr), items + 1),
+             "cub::DeviceScan::ExclusiveSum (size query)");
+  return std::max(sort, std::max(rle, scan));
+}
+
+template <class Key>
+void sort_rle_t(int end_bit, std::int64_t n, void* keys_in, void* keys_out,
+                std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
+                std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
+                void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+  const int items = static_cast<int>(n);
+  std::size_t bytes = temp_bytes;
+  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, static_cast<Key*>(keys_in),
+                                             static_cast<Key*>(keys_out), values_in, values_out,
+                                             items, 0, end_bit, stream),
+             "cub::DeviceRadixSort::SortPairs");
+  bytes = temp_bytes;
+  cuda_check(cub::DeviceRunLengthEncode::Encode(temp, bytes, static_cast<const Key*>(keys_out),
+                                                static_cast<Key*>(run_keys), run_lengths, num_runs,
+                                                items, stream),
+             "cub::DeviceRunLengthEncode::Encode");
+  // Σ over the first R lengths is all that is used; entries past R are never read by backward.
+  bytes = temp_bytes;
+  cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, run_lengths, run_offsets, items, stream),
+             "cub::DeviceScan::ExclusiveSum");
+}
+
+// --- router: one thread per run (grid-stride up to the device count R) ---
+__global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const std::int32_t R = *a.num_runs;
+  unsigned long long short_runs = 0, short_lookups = 0, long_runs = 0, long_lookups = 0,
+                     chunks = 0;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kBlock;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; i < R;
+       i += stride) {
+    const std::int64_t key = a.key32 ? static_cast<std::int64_t>(static_cast<const std::uint32_t*>(a.run_keys)[i])
+                                     : static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]);
+    if (key >= a.sentinel) continue;
+    const std::int32_t sl = a.run_lengths[i];
+    if (sl < a.long_threshold) {
+      ++short_runs;
+      short_lookups += static_cast<unsigned long long>(sl);
+      continue;
+    }
+    const std::uint32_t nch = static_cast<std::uint32_t>((sl + a.chunk_size - 1) / a.chunk_size);
+    const std::uint32_t slot = atomicAdd(&a.counters->num_long, 1u);
+    const std::uint32_t base = atomicAdd(&a.counters->num_chunks, nch);
+    a.long_runs[slot] = LongRun{static_cast<std::uint32_t>(i), base, nch, 0};
+    for (std::uint32_t j = 0; j < nch; ++j) a.chunk_run[base + j] = slot;
+    a.run_counters[slot] = 0;
+    if (!a.deterministic) {  // zero the run's float-atomic accumulator row (Acc words)
+      const std::int64_t words = static_cast<std::int64_t>(a.row_stride) * a.acc_size / 4;
+      unsigned* row = static_cast<unsigned*>(a.accumulators) + static_cast<std::int64_t>(slot) * words;
+      for (std::int64_t w = 0; w < words; ++w) row[w] = 0u;
+    }
+    ++long_runs;
+    long_lookups += static_cast<unsigned long long>(sl);
+    chunks += nch;
+  }
+  // one atomic per warp per counter
+  for (int d = 16; d > 0; d >>= 1) {
+    short_runs += __shfl_down_sync(0xffffffffu, short_runs, d);
+    short_lookups += __shfl_down_sync(0xffffffffu, short_lookups, d);
+    long_runs += __shfl_down_sync(0xffffffffu, long_runs, d);
+    long_lookups += __shfl_down_sync(0xffffffffu, long_lookups, d);
+    chunks += __shfl_down_sync(0xffffffffu, chunks, d);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (short_runs) atomicAdd(&a.counters->short_runs, short_runs);
+    if (short_lookups) atomicAdd(&a.counters->short_lookups, short_lookups);
+    if (long_runs) atomicAdd(&a.counters->long_runs, long_runs);
+    if (long_lookups) atomicAdd(&a.counters->long_lookups, long_lookups);
+    if (chunks) atomicAdd(&a.counters->chunks, chunks);
+  }
+}
+
+}  // namespace
+
+std::size_t transpose_temp_bytes(bool key32, std::int64_t n) {
+  return key32 ? temp_bytes_t<std::uint32_t>(n) : temp_bytes_t<std::uint64_t>(n);
+}
+
+void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStream_t stream) {
+  if (index == DType::I32) {
+    if (key32) linearize_t<std::int32_t, std::uint32_t>(a, stream);
+    else linearize_t<std::int32_t, std::uint64_t>(a, stream);
+  } else {
+    if (key32) linearize_t<std::int64_t, std::uint32_t>(a, stream);
+    else linearize_t<std::int64_t, std::uint64_t>(a, stream);
+  }
+}
+
+void launch_sort_rle(bool key32, int end_bit, std::int64_t n, void* keys_in, void* keys_out,
+                     std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
+                     std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
+                     void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+  if (n == 0) {
+    cuda_check(cudaMemsetAsync(num_runs, 0, sizeof(std::int32_t), stream), "zero run count");
+    return;
+  }
+  if (key32)
+    sort_rle_t<std::uint32_t>(end_bit, n, keys_in, keys_out, values_in, values_out, run_keys,
+                              run_lengths, run_offsets, num_runs, temp, temp_bytes, stream);
+  else
+    sort_rle_t<std::uint64_t>(end_bit, n, keys_in, keys_out, values_in, values_out, run_keys,
+                              run_lengths, run_offsets, num_runs, temp, temp_bytes, stream);
+}
+
+void launch_route(const RunArgs& a, cudaStream_t stream) {
+  route_runs<<<static_cast<unsigned>(a.grid), kBlock, 0, stream>>>(a);
+  check_launch("route_runs");
+}
+
+}  // namespace tbe::cuda::detail

@@ -1,0 +1,45 @@
+// Short runs (SL < long_run_threshold): one group per run gathers the run's grad_output rows in
+// sorted order, accumulates them in registers (Acc), applies the optimizer and stores the row with
+// plain stores. Persistent grid: groups stride over the runs up to the device count R (the launch
+// is sized by the device, not by R, so nothing is read back); long runs and the sentinel run
+// (positions outside every bag) are skipped.
+#include "kernels/backward_optimizer.cuh"
+#include "src/cuda_check.h"
+
+namespace tbe::cuda::detail {
+namespace {
+
+template <class W, class Acc, class Out, bool kBlock>
+__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock, kBlock ? 1 : 3)
+short_runs_group_per_run(const RunArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
+  const std::int64_t R = *a.num_runs;
+  for (std::int64_t i = g.gid; i < R; i += g.num_groups) {  // uniform inside a group
+    const std::int32_t sl = a.run_lengths[i];
+    if (sl >= a.long_threshold) continue;
+    const std::int64_t key = run_key(a, i);
+    if (key >= a.sentinel) continue;
+    const BwdTableMeta t = table_of(a, key);
+    Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+    const std::uint32_t begin = a.run_offsets[i];
+    accumulate_sorted<Out, Acc, kBlock>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
+    apply_row<W, Acc, kBlock>(a, g, key, t, acc);
+  }
+}
+
+}  // namespace
+
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
+  auto* kernel = short_runs_group_per_run<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
+  const int block = kBlock ? a.group_size : kRunBlock;
+  // block groups: resident blocks are computed for 512 threads; smaller groups fit more
+  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock);
+  const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
+  kernel<<<static_cast<unsigned>(g), block, 0, stream>>>(a);
+}
+
+TBE_BWD_INSTANTIATE(launch_short_runs_t)
+
+}  // namespace tbe::cuda::detail

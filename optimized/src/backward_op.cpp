@@ -1,0 +1,567 @@
+// Host side of the device-level backward: TransposeOp (bounds check + linearize + sort + RLE),
+// BackwardOp (routing, per-sample-weight gradient, short runs, long-run chunks and apply), the
+// workspace layouts and finish(). Kernels live in optimized/kernels/backward_*.
+#include "tbe/cuda/backward.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/backward_launch.h"
+#include "src/bounds_describe.h"
+#include "src/cuda_check.h"
+#include "tbe/errors.h"
+
+namespace tbe::cuda {
+
+using detail::cuda_check;
+using detail::DeviceCounters;
+using detail::FeatureMeta;
+using detail::SegmentMeta;
+using detail::SortedValue;
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+int next_pow2(std::int64_t x) {
+  int g = 1;
+  while (g < x) g <<= 1;
+  return g;
+}
+
+/// Bytes laid out one after another, 256-aligned; returns the offset of each piece.
+struct Layout {
+  std::size_t total = 0;
+  std::size_t add(std::size_t bytes) {
+    const std::size_t at = total;
+    total = align_up(total + bytes);
+    return at;
+  }
+};
+
+/// One device allocation of host-built metadata pieces.
+struct MetaUpload {
+  std::vector<char> host;
+  std::size_t add(const void* data, std::size_t bytes) {
+    const std::size_t at = host.size();
+    host.resize(align_up(at + bytes), 0);
+    if (bytes > 0) std::memcpy(host.data() + at, data, bytes);
+    return at;
+  }
+  void* upload(const char* what) {
+    void* d = nullptr;
+    if (host.empty()) host.resize(kAlign, 0);
+    cuda_check(cudaMalloc(&d, host.size()), what);
+    cuda_check(cudaMemcpy(d, host.data(), host.size(), cudaMemcpyHostToDevice), what);
+    return d;
+  }
+};
+
+void check_limits(const ForwardProblem& p) {
+  if (p.lookups.num_indices > kBackwardMaxLookups)
+    throw InvalidArgument("lookups.num_indices",
+                          "lookups.num_indices: N = " + std::to_string(p.lookups.num_indices) +
+                              " exceeds the CUDA backward limit " +
+                              std::to_string(kBackwardMaxLookups) + " (2^31 - 1)");
+  if (p.lookups.num_offsets - 1 > kBackwardMaxLookups)
+    throw InvalidArgument("lookups.offsets",
+                          "lookups.offsets: " + std::to_string(p.lookups.num_offsets - 1) +
+                              " bags exceed the CUDA backward limit " +
+                              std::to_string(kBackwardMaxLookups) + " (2^31 - 1)");
+}
+
+}  // namespace
+
+// ============================================================================================
+// TransposePlan: bounds check/repair + linearize + sort + RLE + scan, into a workspace.
+// ============================================================================================
+struct TransposePlan {
+  // --- problem ---
+  DType index_dtype{};
+  BoundsCheckMode mode{};
+  PoolingMode pooling{};
+  bool weighted = false;
+  const void* indices = nullptr;
+  const void* offsets = nullptr;
+  const float* psw = nullptr;
+  std::int64_t N = 0, num_offsets = 0, num_bags = 0;
+  std::int32_t T = 0;
+  OutputLayout layout;
+  std::vector<std::int64_t> feature_rows;
+  // --- transpose geometry ---
+  std::int64_t sentinel = 0;  ///< K = Σ E_t
+  bool key32 = true;
+  int end_bit = 1;
+  SortedValue value_kind = SortedValue::Bag;
+  // --- device metadata ---
+  void* d_meta = nullptr;
+  FeatureMeta* d_features = nullptr;
+  std::int64_t* d_feature_row_offset = nullptr;
+  std::int64_t* d_feature_first_bag = nullptr;
+  // --- workspace layout (byte offsets) ---
+  std::size_t ws_counters = 0, ws_offsets = 0, ws_scan = 0, scan_bytes = 0, ws_keys_in = 0,
+              ws_keys_out = 0, ws_vals_in = 0, ws_vals_out = 0, ws_pos_bag = 0, ws_pos_scale = 0,
+              ws_run_keys = 0, ws_run_lengths = 0, ws_run_offsets = 0, ws_num_runs = 0,
+              ws_temp = 0, temp_bytes = 0, ws_total = 0;
+
+  explicit TransposePlan(const ForwardProblem& p) {
+    throw_if_error(validate(p));
+    check_limits(p);
+    index_dtype = p.lookups.index_dtype;
+    mode = p.options.bounds_check;
+    pooling = p.options.pooling;
+    weighted = p.lookups.weighted();
+    indices = p.lookups.indices;
+    offsets = p.lookups.offsets;
+    psw = p.lookups.per_sample_weights;
+    N = p.lookups.num_indices;
+    num_offsets = p.lookups.num_offsets;
+    num_bags = num_offsets - 1;
+    T = static_cast<std::int32_t>(p.tables.num_features());
+    layout = make_output_layout(p);
+
+    std::vector<std::int64_t> table_row_offset(p.tables.num_tables());
+    std::int64_t K = 0;
+    for (std::int64_t t = 0; t < p.tables.num_tables(); ++t) {
+      table_row_offset[t] = K;
+      K += p.tables.rows[t];
+    }
+    sentinel = K;
+    key32 = K < (std::int64_t{1} << 31);
+    end_bit = 1;
+    while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(K)) ++end_bit;
+    value_kind = pooling == PoolingMode::None ? SortedValue::Position
+                 : (weighted || pooling == PoolingMode::Mean) ? SortedValue::PositionScaled
+                                                              : SortedValue::Bag;
+
+    std::vector<FeatureMeta> features(T);
+    std::vector<std::int64_t> feature_row_offset(T);
+    for (std::int32_t f = 0; f < T; ++f) {
+      const std::int32_t t = p.tables.feature_table_map[f];
+      features[f] = FeatureMeta{p.tables.table_offsets[t], p.tables.rows[t], p.tables.dims[t], 0};
+      feature_row_offset[f] = table_row_offset[t];
+      feature_rows.push_back(p.tables.rows[t]);
+    }
+    MetaUpload up;
+    const std::size_t o_feat = up.add(features.data(), features.size() * sizeof(FeatureMeta));
+    const std::size_t o_fro = up.add(feature_row_offset.data(), feature_row_offset.size() * 8);
+    const std::size_t o_ffb =
+        up.add(layout.feature_bag_offset.data(), layout.feature_bag_offset.size() * 8);
+    d_meta = up.upload("upload transpose metadata");
+    char* base = static_cast<char*>(d_meta);
+    d_features = reinterpret_cast<FeatureMeta*>(base + o_feat);
+    d_feature_row_offset = reinterpret_cast<std::int64_t*>(base + o_fro);
+    d_feature_first_bag = reinterpret_cast<std::int64_t*>(base + o_ffb);
+
+    const std::size_t isz = dtype_size(index_dtype);
+    const std::size_t ksz = key32 ? 4 : 8;
+    const std::size_t n = static_cast<std::size_t>(N);
+    const bool scaled = value_kind == SortedValue::PositionScaled;
+    Layout L;
+    ws_counters = L.add(sizeof(DeviceCounters));
+    ws_offsets = L.add(static_cast<std::size_t>(num_offsets) * isz);
+    scan_bytes = detail::offsets_scan_temp_bytes(index_dtype, num_offsets);
+    ws_scan = L.add(scan_bytes);
+    ws_keys_in = L.add(n * ksz);
+    ws_keys_out = L.add(n * ksz);
+    ws_vals_in = L.add(n * 4);
+    ws_vals_out = L.add(n * 4);
+    ws_pos_bag = L.add(scaled ? n * 4 : 0);
+    ws_pos_scale = L.add(scaled ? n * 8 : 0);
+    ws_run_keys = L.add(n * ksz);
+    ws_run_lengths = L.add(n * 4);
+    ws_run_offsets = L.add((n + 1) * 4);
+    ws_num_runs = L.add(sizeof(std::int32_t));
+    temp_bytes = N > 0 ? detail::transpose_temp_bytes(key32, N) : 0;
+    ws_temp = L.add(temp_bytes);
+    ws_total = L.total;
+  }
+  ~TransposePlan() {
+    if (d_meta != nullptr) cudaFree(d_meta);
+  }
+  TransposePlan(const TransposePlan&) = delete;
+  TransposePlan& operator=(const TransposePlan&) = delete;
+
+  DeviceCounters* counters(char* ws) const { return reinterpret_cast<DeviceCounters*>(ws + ws_counters); }
+  bool repairs() const { return mode == BoundsCheckMode::Warning || mode == BoundsCheckMode::Ignore; }
+  /// The offsets the kernels use: repaired under WARNING/IGNORE, else the raw ones.
+  const void* bag_offsets(char* ws) const { return repairs() ? ws + ws_offsets : offsets; }
+  const unsigned long long* abort_key(char* ws) const {
+    return mode == BoundsCheckMode::Fatal ? &counters(ws)->fatal_key : nullptr;
+  }
+  std::string sort_path() const { return key32 ? "bwd.sort.key32" : "bwd.sort.key64"; }
+
+  void enqueue(char* ws, cudaStream_t s) const {
+    DeviceCounters* c = counters(ws);
+    cuda_check(cudaMemsetAsync(c, 0, sizeof(DeviceCounters), s), "reset counters");
+    cuda_check(cudaMemsetAsync(&c->fatal_key, 0xff, sizeof(unsigned long long), s),
+               "reset fatal key");
+    if (mode == BoundsCheckMode::Fatal) {
+      detail::launch_fatal_check(index_dtype, indices, offsets, N, d_features, d_feature_first_bag,
+                                 T, num_bags, c, s);
+    } else if (repairs()) {
+      detail::launch_offsets_repair(index_dtype, offsets, num_offsets, N, ws + ws_offsets,
+                                    ws + ws_scan, scan_bytes, c, s);
+      detail::launch_count_bad_bags(index_dtype, offsets, ws + ws_offsets, num_bags, c, s);
+    }
+    detail::LinearizeArgs a;
+    a.indices = indices;
+    a.offsets = bag_offsets(ws);
+    a.per_sample_weights = psw;
+    a.features = d_features;
+    a.feature_row_offset = d_feature_row_offset;
+    a.feature_first_bag = d_feature_first_bag;
+    a.num_features = T;
+    a.num_bags = num_bags;
+    a.N = N;
+    a.sentinel = sentinel;
+    a.value_kind = value_kind;
+    a.mean = pooling == PoolingMode::Mean;
+    a.check_indices = repairs();
+    a.keys = ws + ws_keys_in;
+    a.values = reinterpret_cast<std::uint32_t*>(ws + ws_vals_in);
+    a.pos_bag = reinterpret_cast<std::int32_t*>(ws + ws_pos_bag);
+    a.pos_scale = reinterpret_cast<double*>(ws + ws_pos_scale);
+    a.counters = c;
+    a.abort_key = abort_key(ws);
+    detail::launch_linearize(index_dtype, key32, a, s);
+    detail::launch_sort_rle(key32, end_bit, N, ws + ws_keys_in, ws + ws_keys_out,
+                            reinterpret_cast<std::uint32_t*>(ws + ws_vals_in),
+                            reinterpret_cast<std::uint32_t*>(ws + ws_vals_out), ws + ws_run_keys,
+                            reinterpret_cast<std::int32_t*>(ws + ws_run_lengths),
+                            reinterpret_cast<std::uint32_t*>(ws + ws_run_offsets),
+                            reinterpret_cast<std::int32_t*>(ws + ws_num_runs), ws + ws_temp,
+                            temp_bytes, s);
+  }
+
+  /// Same lookups and transpose geometry (for a hoisted SortedLookups).
+  bool compatible(const TransposePlan& o) const {
+    return index_dtype == o.index_dtype && mode == o.mode && pooling == o.pooling &&
+           weighted == o.weighted && indices == o.indices && offsets == o.offsets &&
+           psw == o.psw && N == o.N && num_offsets == o.num_offsets && sentinel == o.sentinel &&
+           key32 == o.key32 && value_kind == o.value_kind && T == o.T;
+  }
+};
+
+TransposeOp::TransposeOp(const ForwardProblem& p) : plan_(std::make_unique<TransposePlan>(p)) {}
+TransposeOp::~TransposeOp() = default;
+TransposeOp::TransposeOp(TransposeOp&&) noexcept = default;
+TransposeOp& TransposeOp::operator=(TransposeOp&&) noexcept = default;
+std::size_t TransposeOp::workspace_bytes() const { return plan_->ws_total; }
+
+void TransposeOp::run(void* d_workspace, cudaStream_t stream) {
+  plan_->enqueue(static_cast<char*>(d_workspace), stream);
+  last_workspace_ = static_cast<char*>(d_workspace);
+}
+
+SortedLookups TransposeOp::sorted() const {
+  return SortedLookups{plan_.get(), last_workspace_};
+}
+
+// ============================================================================================
+// BackwardPlan
+// ============================================================================================
+struct BackwardPlan {
+  TransposePlan transpose;
+  detail::RunTypes types{};
+  detail::RunArgs run{};          ///< filled at construction; per-call pointers set by run()
+  detail::PswGradArgs psw{};
+  DType accumulation{};
+  bool adagrad = false, want_sr = false;
+  BackwardStrategy strategy;
+  std::int64_t max_long = 0, max_chunks = 0;
+  int route_grid = 1;
+  // --- device metadata ---
+  void* d_meta = nullptr;
+  // --- workspace (backward part) ---
+  std::size_t ws_counters = 0, ws_long = 0, ws_chunk_run = 0, ws_run_counters = 0,
+              ws_partials = 0, ws_total = 0;
+  // --- problem pointers ---
+  BackwardProblem problem;
+  // --- last run ---
+  cudaStream_t stream = nullptr;
+  char* workspace = nullptr;
+  const TransposePlan* used_transpose = nullptr;
+  char* transpose_ws = nullptr;
+  bool ran = false, hoisted = false, psw_ran = false;
+  cudaEvent_t* phase_events = nullptr;
+  void phase(int i, cudaStream_t s) const {
+    if (phase_events != nullptr) cuda_check(cudaEventRecord(phase_events[i], s), "record phase event");
+  }
+
+  explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s)
+      : transpose(p.forward) {
+    problem = p;
+    strategy = s;
+    const ForwardProblem& f = p.forward;
+    const PrecisionPolicy& pol = f.options.policy;
+    accumulation = pol.accumulation;
+    adagrad = p.options.optimizer.kind == OptimizerKind::ExactRowwiseAdagrad;
+    want_sr = pol.write_back == RoundingMode::Stochastic && f.tables.dtype != DType::F32;
+
+    // --- tables (linearized row offsets) and groups ---
+    const std::int64_t num_tables = f.tables.num_tables();
+    std::vector<detail::BwdTableMeta> tables(num_tables);
+    std::int64_t K = 0;
+    for (std::int64_t t = 0; t < num_tables; ++t) {
+      tables[t] = detail::BwdTableMeta{K, f.tables.table_offsets[t], f.tables.dims[t], 0};
+      K += f.tables.rows[t];
+    }
+    std::int32_t dmax = 1;
+    bool all_d4 = true, all_off4 = true;
+    for (std::int64_t fi = 0; fi < f.tables.num_features(); ++fi) {
+      const std::int32_t t = f.tables.feature_table_map[fi];
+      dmax = std::max(dmax, f.tables.dims[t]);
+      all_d4 = all_d4 && f.tables.dims[t] % 4 == 0;
+      all_off4 = all_off4 && f.tables.table_offsets[t] % 4 == 0;
+    }
+    const int G = std::max(1, next_pow2((dmax + 3) / 4));
+    types = detail::RunTypes{f.tables.dtype, accumulation, pol.output, G > 32};
+    if (!detail::backward_types_supported(types))
+      throw InvalidArgument("options.policy",
+                            "options.policy: " + to_string(pol) +
+                                " has no CUDA backward kernel (fp32 weights: fp32 or fp64 "
+                                "accumulation; fp16/bf16 weights: fp32 accumulation)");
+
+    // --- output segments (bag -> grad_output row), as the forward ---
+    const OutputLayout& lay = transpose.layout;
+    std::vector<std::int64_t> seg_first;
+    std::vector<SegmentMeta> segs;
+    if (f.lookups.is_vbe()) {
+      const std::int32_t R = f.lookups.vbe_ranks;
+      for (std::int32_t fi = 0; fi < transpose.T; ++fi)
+        for (std::int32_t r = 0; r < R; ++r) {
+          const std::size_t i = static_cast<std::size_t>(fi) * R + r;
+          seg_first.push_back(lay.vbe_bag_offset[i]);
+          segs.push_back(SegmentMeta{lay.vbe_output_offset[i], f.tables.dim_of_feature(fi), fi, 0});
+        }
+    } else {
+      for (std::int32_t fi = 0; fi < transpose.T; ++fi) {
+        seg_first.push_back(lay.feature_bag_offset[fi]);
+        segs.push_back(SegmentMeta{lay.feature_col_offset[fi], lay.total_dim, fi, 0});
+      }
+    }
+    MetaUpload up;
+    const std::size_t o_tab = up.add(tables.data(), tables.size() * sizeof(detail::BwdTableMeta));
+    const std::size_t o_sfb = up.add(seg_first.data(), seg_first.size() * 8);
+    const std::size_t o_seg = up.add(segs.data(), segs.size() * sizeof(SegmentMeta));
+    d_meta = up.upload("upload backward metadata");
+    char* base = static_cast<char*>(d_meta);
+
+    // --- run kernel arguments (constant part) ---
+    detail::RunArgs& a = run;
+    a.key32 = transpose.key32;
+    a.sentinel = transpose.sentinel;
+    a.value_kind = transpose.value_kind;
+    a.grad_output = p.grad_output;
+    a.seg_first_bag = reinterpret_cast<std::int64_t*>(base + o_sfb);
+    a.segs = reinterpret_cast<SegmentMeta*>(base + o_seg);
+    a.num_segs = static_cast<std::int32_t>(segs.size());
+    a.num_bags = transpose.num_bags;
+    a.bags_per_segment = f.lookups.is_vbe() ? 0 : f.lookups.batch_size;
+    a.none_dim = f.options.pooling == PoolingMode::None ? dmax : 0;
+    const std::size_t osz = dtype_size(pol.output), wsz = dtype_size(f.tables.dtype);
+    a.grad_vec = all_d4 && (reinterpret_cast<std::uintptr_t>(p.grad_output) % (4 * osz)) == 0;
+    a.tables = reinterpret_cast<detail::BwdTableMeta*>(base + o_tab);
+    a.num_tables = static_cast<std::int32_t>(num_tables);
+    a.weights_in = f.tables.weights;
+    a.weights_vec = all_d4 && all_off4 &&
+                    (reinterpret_cast<std::uintptr_t>(f.tables.weights) % (4 * wsz)) == 0;
+    a.momentum_in = p.momentum;
+    const OptimizerConfig& o = p.options.optimizer;
+    a.adagrad = adagrad;
+    a.wd_mode = o.weight_decay_mode == WeightDecayMode::L2 ? 1
+                : o.weight_decay_mode == WeightDecayMode::Decoupled ? 2 : 0;
+    a.lr = static_cast<float>(o.learning_rate);  // RNE: effective_hyper_parameter
+    a.eps = static_cast<float>(o.eps);
+    a.weight_decay = static_cast<float>(o.weight_decay);
+    a.max_norm = static_cast<float>(o.max_norm);
+    a.max_gradient = static_cast<float>(o.max_gradient);
+    a.stochastic = want_sr;
+    a.sr_seed = p.options.sr_seed;
+    a.sr_offset = p.options.sr_offset;
+    a.long_threshold = s.long_run_threshold;
+    a.chunk_size = s.chunk_size;
+    a.fused = s.long_runs == BackwardStrategy::LongRuns::Fused;
+    a.deterministic = s.deterministic;
+    a.row_stride = (dmax + 3) / 4 * 4;
+    a.acc_size = static_cast<std::int32_t>(dtype_size(accumulation));
+    a.group_size = G;
+
+    // --- workspace (backward part): counters | long runs | chunk->run | counters | partials ---
+    const std::int64_t N = transpose.N;
+    max_long = N / s.long_run_threshold + 1;
+    max_chunks = N / s.chunk_size + max_long + 1;
+    a.max_long = static_cast<std::uint32_t>(max_long);
+    a.max_chunks = static_cast<std::uint32_t>(max_chunks);
+    Layout L;
+    ws_counters = L.add(sizeof(detail::BackwardDeviceCounters));
+    ws_long = L.add(static_cast<std::size_t>(max_long) * sizeof(detail::LongRun));
+    ws_chunk_run = L.add(static_cast<std::size_t>(max_chunks) * 4);
+    ws_run_counters = L.add(static_cast<std::size_t>(max_long) * 4);
+    const std::size_t rows = static_cast<std::size_t>(s.deterministic ? max_chunks : max_long);
+    ws_partials = L.add(rows * a.row_stride * dtype_size(accumulation));
+    ws_total = L.total;
+
+    int dev = 0, sms = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+    route_grid = static_cast<int>(std::max<std::int64_t>(
+        1, std::min<std::int64_t>((N + 255) / 256, static_cast<std::int64_t>(sms) * 8)));
+
+    // --- per-sample-weight gradient arguments (constant part) ---
+    psw.weights = f.tables.weights;
+    psw.indices = f.lookups.indices;
+    psw.grad_output = p.grad_output;
+    psw.features = transpose.d_features;
+    psw.seg_first_bag = a.seg_first_bag;
+    psw.segs = a.segs;
+    psw.num_segs = a.num_segs;
+    psw.num_bags = a.num_bags;
+    psw.bags_per_segment = a.bags_per_segment;
+    psw.N = N;
+    psw.mean = f.options.pooling == PoolingMode::Mean;
+    psw.check_indices = transpose.repairs();
+    psw.max_gradient = a.max_gradient;
+    psw.group_size = std::min(32, G);
+  }
+  ~BackwardPlan() {
+    if (d_meta != nullptr) cudaFree(d_meta);
+  }
+};
+
+BackwardOp::BackwardOp(const BackwardProblem& p, const BackwardStrategy& s) {
+  throw_if_error(validate(p, s));
+  plan_ = std::make_unique<BackwardPlan>(p, s);
+}
+BackwardOp::~BackwardOp() = default;
+BackwardOp::BackwardOp(BackwardOp&&) noexcept = default;
+BackwardOp& BackwardOp::operator=(BackwardOp&&) noexcept = default;
+
+std::size_t BackwardOp::workspace_bytes(bool hoisted) const {
+  return plan_->ws_total + (hoisted ? 0 : plan_->transpose.ws_total);
+}
+
+void BackwardOp::run(const BackwardOutputs& out, void* d_workspace, cudaStream_t stream,
+                     const SortedLookups& hoisted) {
+  BackwardPlan& P = *plan_;
+  throw_if_error(validate(P.problem, out));
+  const TransposePlan* tp = &P.transpose;
+  char* ws = static_cast<char*>(d_workspace);
+  char* tws = ws + P.ws_total;
+  if (hoisted.valid()) {
+    tp = static_cast<const TransposePlan*>(hoisted.impl);
+    if (!tp->compatible(P.transpose))
+      throw InvalidArgument("hoisted",
+                            "hoisted: the SortedLookups was produced for different lookups or "
+                            "geometry (N = " + std::to_string(tp->N) + " vs " +
+                                std::to_string(P.transpose.N) + ")");
+    tws = hoisted.workspace;
+  }
+  P.stream = stream;
+  P.workspace = ws;
+  P.used_transpose = tp;
+  P.transpose_ws = tws;
+  P.hoisted = hoisted.valid();
+  P.ran = true;
+
+  P.phase(0, stream);
+  if (!P.hoisted) tp->enqueue(tws, stream);
+  P.phase(1, stream);
+
+  detail::RunArgs a = P.run;
+  a.run_keys = tws + tp->ws_run_keys;
+  a.run_lengths = reinterpret_cast<const std::int32_t*>(tws + tp->ws_run_lengths);
+  a.run_offsets = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_run_offsets);
+  a.num_runs = reinterpret_cast<const std::int32_t*>(tws + tp->ws_num_runs);
+  a.sorted_values = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_vals_out);
+  a.pos_bag = reinterpret_cast<const std::int32_t*>(tws + tp->ws_pos_bag);
+  a.pos_scale = reinterpret_cast<const double*>(tws + tp->ws_pos_scale);
+  a.abort_key = tp->abort_key(tws);
+  a.weights_out = out.weights;
+  a.momentum_out = out.momentum;
+  a.weights_vec = a.weights_vec &&
+                  (reinterpret_cast<std::uintptr_t>(out.weights) %
+                   (4 * dtype_size(P.types.weights))) == 0;
+  a.counters = reinterpret_cast<detail::BackwardDeviceCounters*>(ws + P.ws_counters);
+  a.long_runs = reinterpret_cast<detail::LongRun*>(ws + P.ws_long);
+  a.chunk_run = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_run);
+  a.run_counters = reinterpret_cast<unsigned*>(ws + P.ws_run_counters);
+  a.partials = ws + P.ws_partials;
+  a.accumulators = ws + P.ws_partials;
+
+  cuda_check(cudaMemsetAsync(a.counters, 0, sizeof(detail::BackwardDeviceCounters), stream),
+             "reset backward counters");
+  a.grid = P.route_grid;
+  detail::launch_route(a, stream);
+  P.phase(2, stream);
+  P.psw_ran = out.per_sample_weight_grad != nullptr;
+  if (P.psw_ran) {  // before any update: reads the weights as they were
+    detail::PswGradArgs g = P.psw;
+    g.offsets = tp->bag_offsets(tws);
+    g.pos_bag = a.pos_bag;
+    g.out = out.per_sample_weight_grad;
+    g.abort_key = a.abort_key;
+    detail::launch_psw_grad(P.types.weights, P.accumulation, P.types.grad, tp->index_dtype, g,
+                            stream);
+  }
+  P.phase(3, stream);
+  detail::launch_short_runs(P.types, a, stream);
+  P.phase(4, stream);
+  detail::launch_long_chunks(P.types, a, stream);
+  P.phase(5, stream);
+  if (!a.fused) detail::launch_long_apply(P.types, a, stream);
+  P.phase(6, stream);
+}
+
+void BackwardOp::set_phase_events(cudaEvent_t* events) { plan_->phase_events = events; }
+
+BackwardStats BackwardOp::finish() {
+  BackwardPlan& P = *plan_;
+  if (!P.ran) throw DeviceError("BackwardOp::finish: run() was not called");
+  cuda_check(cudaStreamSynchronize(P.stream), "backward (stream synchronize)");
+  cuda_check(cudaGetLastError(), "backward (kernels)");
+  const TransposePlan& tp = *P.used_transpose;
+  DeviceCounters bc{};
+  cuda_check(cudaMemcpy(&bc, tp.counters(P.transpose_ws), sizeof bc, cudaMemcpyDeviceToHost),
+             "read bounds counters");
+  if (tp.mode == BoundsCheckMode::Fatal && bc.fatal_key != detail::kFatalNone)
+    throw BoundsCheckError(detail::describe_fatal(bc.fatal_key, tp.index_dtype, tp.indices,
+                                                  tp.offsets, tp.num_bags, tp.N, tp.layout,
+                                                  tp.feature_rows, tp.counters(P.transpose_ws),
+                                                  P.stream));
+  detail::BackwardDeviceCounters c{};
+  cuda_check(cudaMemcpy(&c, P.workspace + P.ws_counters, sizeof c, cudaMemcpyDeviceToHost),
+             "read backward counters");
+  BackwardStats st;
+  if (tp.repairs()) st.warnings = static_cast<std::int64_t>(bc.bad_bags + bc.bad_last_offset + bc.bad_indices);
+  BackwardPathCounters& k = st.counters;
+  k.short_runs = static_cast<std::int64_t>(c.short_runs);
+  k.short_lookups = static_cast<std::int64_t>(c.short_lookups);
+  const bool fused = P.strategy.long_runs == BackwardStrategy::LongRuns::Fused;
+  (fused ? k.fused_runs : k.chunked_runs) = static_cast<std::int64_t>(c.long_runs);
+  (fused ? k.fused_lookups : k.chunked_lookups) = static_cast<std::int64_t>(c.long_lookups);
+  k.chunks = static_cast<std::int64_t>(c.chunks);
+  st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs);
+  st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups);
+  st.paths.push_back(tp.sort_path());
+  if (P.hoisted) st.paths.push_back("bwd.hoisted");
+  if (k.short_runs > 0) st.paths.push_back("bwd.short");
+  if (c.long_runs > 0) st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");
+  if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
+  if (P.want_sr) st.paths.push_back("bwd.sr");
+  if (!P.strategy.deterministic) st.paths.push_back("bwd.nondeterministic");
+  st.paths.push_back(P.types.block_group ? "bwd.group.block" : "bwd.group.warp");
+  switch (tp.mode) {
+    case BoundsCheckMode::Fatal: st.paths.push_back("bounds.fatal_check"); break;
+    case BoundsCheckMode::None: break;
+    default: st.paths.push_back("bounds.fused");
+  }
+  return st;
+}
+
+}  // namespace tbe::cuda

@@ -1,0 +1,93 @@
+// Test harness for the CUDA backward: runs one BackwardCase through the device-level BackwardOp
+// (optionally with the transpose hoisted into a TransposeOp on a second stream) with canaries:
+// sentinel bytes past the end of every output, NaN-poisoned per-sample-weight gradients, a
+// non-default stream; and a generator of random backward cases (weights, grad_output, optimizer,
+// strategy) over every axis the kernels dispatch on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tbe/backward.h"
+#include "tbe/backward_case.h"
+#include "tbe/errors.h"
+#include "tbe/oracle/backward_oracle.h"
+
+namespace tbe::test {
+
+/// What a backward call did on one backend.
+struct BackwardOutcome {
+  enum class Kind { Ok, InvalidArgument, BoundsCheck } kind = Kind::Ok;
+  std::string argument, what;
+  BoundsViolation violation;
+  std::vector<std::byte> weights;  ///< the whole weights output buffer after the call
+  std::vector<float> momentum;     ///< the whole momentum output (Adagrad) after the call
+  std::vector<float> psw_grad;     ///< [N] when requested
+  BackwardStats stats;
+  bool sentinels_intact = true;    ///< bytes past the end of every output untouched
+  oracle::BackwardResultView view() const {
+    return {weights.data(), momentum.empty() ? nullptr : momentum.data(),
+            psw_grad.empty() ? nullptr : psw_grad.data()};
+  }
+};
+std::string to_string(const BackwardOutcome& o);
+
+struct BackwardRunOptions {
+  BackwardStrategy strategy;
+  bool in_place = false;   ///< outputs alias the input weights / momentum
+  bool hoisted = false;    ///< TransposeOp on a second stream, handed to BackwardOp::run
+  bool want_psw = false;   ///< request per-sample-weight gradients (weighted problems)
+};
+
+/// The CUDA BackwardOp on device copies of `c`.
+BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o);
+/// The reference backward (tbe::backward_reference) on host copies of `c`.
+BackwardOutcome run_backward_reference(BackwardCase& c, bool want_psw);
+
+/// The oracle's judgement of a GPU outcome (RC_LOGs the summary); true if every check passed.
+bool judged_ok(BackwardCase& c, const BackwardOutcome& gpu);
+
+/// Fills grad_output with values from a seeded stream: uniform in [-1, 1) rounded to the output
+/// type, or small integers in [-4, 4].
+void fill_grad_output(BackwardCase& c, std::uint64_t seed, bool small_integers);
+
+/// RapidCheck generator (call inside a property): a valid backward case built from
+/// gen_valid_case (modes, pooling, VBE, dtypes, policy), with SR on some 16-bit cases, an
+/// optimizer with random hyper-parameters, momentum and grad_output. `small_rows` draws tables
+/// of 1..3 rows and longer bags so that runs get long.
+BackwardCase gen_backward_case(BoundsCheckMode mode, bool small_rows);
+/// A strategy with random threshold, chunk size, long-run mode and determinism.
+BackwardStrategy gen_strategy();
+std::string describe(const BackwardStrategy& s);
+
+/// Saves a failing case under tbe-failures/<property>/ (the forward case as a case folder plus
+/// grad_output.npy, momentum.npy and backward.txt with the options and strategy) and RC_LOGs it.
+void save_backward_failure(const std::string& property, const BackwardCase& c,
+                           const BackwardStrategy& s) noexcept;
+
+/// Runs body; on failure (RC failure or exception) saves the case, then rethrows.
+template <class Body>
+void with_failure_record(const std::string& property, const BackwardCase& c,
+                         const BackwardStrategy& s, Body&& body);
+
+}  // namespace tbe::test
+
+#include <rapidcheck.h>
+
+namespace tbe::test {
+template <class Body>
+void with_failure_record(const std::string& property, const BackwardCase& c,
+                         const BackwardStrategy& s, Body&& body) {
+  try {
+    body();
+  } catch (const rc::detail::CaseResult& r) {
+    if (r.type == rc::detail::CaseResult::Type::Failure) save_backward_failure(property, c, s);
+    throw;
+  } catch (...) {
+    save_backward_failure(property, c, s);
+    throw;
+  }
+}
+}  // namespace tbe::test

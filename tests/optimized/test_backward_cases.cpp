@@ -1,0 +1,291 @@
+// Backward on the GPU: forced segment lengths around the routing threshold and the chunk size
+// (counters checked), many long runs at once, the public cases C09 (exact shared-table Adagrad),
+// C12 (stochastic rounding really happens), C13 (deterministic long runs), hoisted transpose,
+// FATAL bounds violation.
+#include <cmath>
+#include <cstring>
+
+#include <catch2/catch.hpp>
+
+#include "backward_harness.h"
+#include "gpu_harness.h"
+#include "tbe/precision.h"
+#include "tbe/workloads.h"
+
+using namespace tbe;
+using namespace tbe::test;
+
+namespace {
+
+/// One table E×D, bags of length L over `indices` (B = ceil(N / L) bags, the last shorter).
+BackwardCase one_table_case(DType w, std::int64_t E, std::int32_t D,
+                            std::vector<std::int64_t> indices, std::int64_t L,
+                            OptimizerKind opt, std::uint64_t seed) {
+  BackwardCase c;
+  ForwardCase& f = c.forward;
+  f.set_tables(w, {E}, {D});
+  f.feature_table_map = {0};
+  f.indices = std::move(indices);
+  const std::int64_t N = static_cast<std::int64_t>(f.indices.size());
+  f.offsets = {0};
+  for (std::int64_t p = 0; p < N; p += L) f.offsets.push_back(std::min(N, p + L));
+  f.batch_size = static_cast<std::int64_t>(f.offsets.size()) - 1;
+  f.index_dtype = DType::I32;
+  f.options.pooling = PoolingMode::Sum;
+  f.options.bounds_check = BoundsCheckMode::Warning;
+  f.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
+  fill_weights(f, seed);
+  c.options.optimizer.kind = opt;
+  c.options.optimizer.learning_rate = 0.01;
+  fill_grad_output(c, seed + 1, false);
+  c.reset_momentum();
+  return c;
+}
+
+std::vector<float> floats(const std::vector<std::byte>& b) {
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), v.size() * 4);
+  return v;
+}
+
+std::string paths(const BackwardStats& s) {
+  std::string r;
+  for (const auto& p : s.paths) r += p + " ";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("backward routes runs by SL and the threshold, counters exact", "[gpu][backward][routing]") {
+  // row 1: SL lookups (hot); rows 0, 2: a few lookups each (short runs)
+  for (std::int64_t SL : {1, 2, 255, 256, 257, 511, 512, 4096, 125000}) {
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(SL), 1);
+    for (int i = 0; i < 3; ++i) { idx.push_back(0); idx.push_back(2); }
+    const OptimizerKind opt = SL % 2 ? OptimizerKind::ExactRowwiseAdagrad : OptimizerKind::ExactSgd;
+    BackwardCase c = one_table_case(DType::F32, 4, 64, idx, 5, opt, 1000 + SL);
+    for (auto mode : {BackwardStrategy::LongRuns::Fused, BackwardStrategy::LongRuns::Chunked})
+      for (std::int32_t thr : {256, 257, static_cast<std::int32_t>(std::min<std::int64_t>(SL, 1 << 20))}) {
+        BackwardRunOptions o;
+        o.strategy.long_runs = mode;
+        o.strategy.long_run_threshold = thr;
+        INFO("SL " << SL << " threshold " << thr << " "
+                   << (mode == BackwardStrategy::LongRuns::Fused ? "fused" : "chunked"));
+        const BackwardOutcome g = run_backward_gpu(c, o);
+        INFO(to_string(g));
+        REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+        CHECK(g.sentinels_intact);
+        CHECK(judged_ok(c, g));
+        const BackwardPathCounters& k = g.stats.counters;
+        std::int64_t exp_long = 0, exp_long_lookups = 0, exp_chunks = 0;
+        for (std::int64_t sl : {std::int64_t{3}, SL, std::int64_t{3}})
+          if (sl >= thr) {
+            ++exp_long;
+            exp_long_lookups += sl;
+            exp_chunks += (sl + 255) / 256;
+          }
+        const std::int64_t long_runs = mode == BackwardStrategy::LongRuns::Fused ? k.fused_runs : k.chunked_runs;
+        const std::int64_t long_lookups = mode == BackwardStrategy::LongRuns::Fused ? k.fused_lookups : k.chunked_lookups;
+        CHECK(g.stats.runs == 3);
+        CHECK(g.stats.lookups == SL + 6);
+        CHECK(k.short_lookups + long_lookups == SL + 6);  // lookups sum to N
+        CHECK(long_runs == exp_long);
+        CHECK(long_lookups == exp_long_lookups);
+        CHECK(k.short_runs == 3 - exp_long);
+        CHECK(k.chunks == exp_chunks);
+        if (SL == 255 && thr == 256) CHECK(k.short_lookups == 261);  // SL 255 -> short
+        if (SL == 256 && thr == 256) CHECK(long_runs == 1);          // SL 256 -> long
+      }
+  }
+}
+
+TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boundaries", "[gpu][backward][routing]") {
+  const std::int64_t E = 300;
+  Rng rng(42, 1);
+  std::vector<std::int64_t> idx;
+  for (std::int64_t r = 0; r < E; ++r)
+    for (std::int64_t k = 0; k < 300 + r % 70; ++k) idx.push_back(r);
+  for (std::size_t i = idx.size() - 1; i > 0; --i)  // shuffle
+    std::swap(idx[i], idx[static_cast<std::size_t>(rng.uniform_int(static_cast<std::int64_t>(i) + 1))]);
+  for (DType w : {DType::F32, DType::F16})
+    for (std::int32_t D : {33, 128, 1000}) {
+      BackwardCase c = one_table_case(w, E, D, idx, 9, OptimizerKind::ExactRowwiseAdagrad, 7 + D);
+      for (auto mode : {BackwardStrategy::LongRuns::Fused, BackwardStrategy::LongRuns::Chunked})
+        for (bool det : {true, false}) {
+          BackwardRunOptions o;
+          o.strategy.long_runs = mode;
+          o.strategy.chunk_size = 64;
+          o.strategy.deterministic = det;
+          INFO("w " << to_string(w) << " D " << D << " det " << det);
+          const BackwardOutcome g = run_backward_gpu(c, o);
+          INFO(to_string(g));
+          REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+          CHECK(g.sentinels_intact);
+          CHECK(judged_ok(c, g));
+          const BackwardPathCounters& k = g.stats.counters;
+          CHECK(k.fused_runs + k.chunked_runs == E);
+          CHECK(k.short_runs == 0);
+          std::int64_t chunks = 0;
+          for (std::int64_t r = 0; r < E; ++r) chunks += (300 + r % 70 + 63) / 64;
+          CHECK(k.chunks == chunks);
+        }
+    }
+}
+
+TEST_CASE("C09 shared table, exact rowwise Adagrad on the GPU", "[gpu][backward][cases]") {
+  for (bool hoisted : {false, true}) {
+    BackwardCase c;
+    ForwardCase& f = c.forward;
+    f.set_tables(DType::F32, {4}, {2});
+    f.set_weight(0, 1, 0, 1.0);
+    f.set_weight(0, 1, 1, 1.0);
+    f.set_weight(0, 3, 0, 7.0);
+    f.feature_table_map = {0, 0};
+    f.indices = {1, 1};
+    f.offsets = {0, 1, 2};
+    f.batch_size = 1;
+    f.options.policy = make_policy(PolicyKind::SeedDefault, DType::F32, DType::F32);
+    c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+    c.options.optimizer.learning_rate = 0.5;
+    c.options.optimizer.eps = 1e-8;
+    c.resize_grad_output();
+    for (int i = 0; i < 4; ++i) c.set_grad(i, 1.0);
+    c.reset_momentum();
+    BackwardRunOptions o;
+    o.hoisted = hoisted;
+    const BackwardOutcome g = run_backward_gpu(c, o);
+    REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+    const auto w = floats(g.weights);
+    CHECK(w[2] == 0.5f);
+    CHECK(w[3] == 0.5f);
+    CHECK(g.momentum[1] == 4.0f);
+    CHECK(w[6] == 7.0f);  // untouched rows
+    CHECK(w[0] == 0.0f);
+    CHECK(g.momentum[0] == 0.0f);
+    CHECK(g.momentum[3] == 0.0f);
+    CHECK(g.stats.runs == 1);
+    CHECK(judged_ok(c, g));
+  }
+}
+
+TEST_CASE("C12 stochastic rounding really happens on the GPU", "[gpu][backward][cases][sr]") {
+  auto make = [](RoundingMode rm, std::uint64_t seed) {
+    BackwardCase c;
+    ForwardCase& f = c.forward;
+    f.set_tables(DType::F16, {1024}, {4});
+    for (std::int64_t r = 0; r < 1024; ++r)
+      for (int d = 0; d < 4; ++d) f.set_weight(0, r, d, 1.0);
+    f.feature_table_map = {0};
+    for (std::int64_t r = 0; r < 1024; ++r) f.indices.push_back(r);
+    for (std::int64_t r = 0; r <= 1024; ++r) f.offsets.push_back(r);
+    f.batch_size = 1024;
+    f.options.policy = make_policy(PolicyKind::SeedDefault, DType::F16, DType::F32, rm);
+    c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+    c.options.optimizer.learning_rate = 0x1p-12;
+    c.options.optimizer.eps = 1e-10;
+    c.options.sr_seed = seed;
+    c.options.sr_offset = 3;
+    c.resize_grad_output();
+    for (std::int64_t i = 0; i < 4096; ++i) c.set_grad(i, -1.0);
+    c.reset_momentum();
+    return c;
+  };
+  std::vector<std::vector<std::byte>> patterns;
+  for (std::uint64_t seed : {1ull, 2ull}) {
+    BackwardCase c = make(RoundingMode::Stochastic, seed);
+    const BackwardOutcome g = run_backward_gpu(c, {});
+    REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+    CHECK(paths(g.stats).find("bwd.sr") != std::string::npos);
+    std::int64_t up = 0, stay = 0;
+    for (std::int64_t i = 0; i < 4096; ++i) {
+      const double v = load_as_double(DType::F16, g.weights.data(), i);
+      if (v == 1.0 + 0x1p-10) ++up;
+      else if (v == 1.0) ++stay;
+    }
+    CHECK(up + stay == 4096);
+    const double frac = static_cast<double>(up) / 4096.0;
+    INFO("fraction moved " << frac);
+    CHECK(frac >= 0.22);
+    CHECK(frac <= 0.28);
+    CHECK(judged_ok(c, g));
+    const BackwardProblem p = c.view();
+    const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
+    const oracle::StochasticRoundingTest t = oracle::stochastic_rounding_test(p, enc, g.weights.data());
+    INFO(t.summary());
+    CHECK(t.passed());
+    patterns.push_back(g.weights);
+  }
+  CHECK(patterns[0] != patterns[1]);  // the pattern changes with the seed
+  BackwardCase rne = make(RoundingMode::Nearest, 1);
+  const BackwardOutcome g = run_backward_gpu(rne, {});
+  REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+  for (std::int64_t i = 0; i < 4096; ++i) CHECK(load_as_double(DType::F16, g.weights.data(), i) == 1.0);
+}
+
+TEST_CASE("C13 deterministic backward is bitwise reproducible, hoisted or not", "[gpu][backward][cases]") {
+  Rng rng(13, 0);
+  std::vector<std::int64_t> idx(200000);
+  for (auto& i : idx) i = rng.uniform_int(4);
+  BackwardCase c = one_table_case(DType::F32, 4, 64, idx, 7, OptimizerKind::ExactRowwiseAdagrad, 13);
+  for (auto mode : {BackwardStrategy::LongRuns::Fused, BackwardStrategy::LongRuns::Chunked}) {
+    BackwardRunOptions o;
+    o.strategy.long_runs = mode;
+    const BackwardOutcome first = run_backward_gpu(c, o);
+    REQUIRE(first.kind == BackwardOutcome::Kind::Ok);
+    CHECK(judged_ok(c, first));
+    for (int rep = 0; rep < 2; ++rep) {
+      const BackwardOutcome again = run_backward_gpu(c, o);
+      CHECK(again.weights == first.weights);
+      CHECK(again.momentum == first.momentum);
+    }
+    o.hoisted = true;
+    const BackwardOutcome hoisted = run_backward_gpu(c, o);
+    CHECK(paths(hoisted.stats).find("bwd.hoisted") != std::string::npos);
+    CHECK(hoisted.weights == first.weights);
+    CHECK(hoisted.momentum == first.momentum);
+    o.hoisted = false;
+    o.strategy.deterministic = false;  // float atomics: still inside the enclosures
+    const BackwardOutcome nd = run_backward_gpu(c, o);
+    REQUIRE(nd.kind == BackwardOutcome::Kind::Ok);
+    CHECK(judged_ok(c, nd));
+  }
+}
+
+TEST_CASE("hoisted and non-hoisted backward agree bitwise on a scaled-down seed-large", "[gpu][backward][hoisted]") {
+  WorkloadSpec spec = named_workload("seed-large", 64);
+  spec.T = 4;
+  BackwardCase c;
+  c.forward = generate(spec);
+  c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+  fill_grad_output(c, 5, false);
+  c.reset_momentum();
+  BackwardRunOptions o;
+  const BackwardOutcome plain = run_backward_gpu(c, o);
+  o.hoisted = true;
+  const BackwardOutcome hoisted = run_backward_gpu(c, o);
+  REQUIRE(plain.kind == BackwardOutcome::Kind::Ok);
+  REQUIRE(hoisted.kind == BackwardOutcome::Kind::Ok);
+  CHECK(plain.weights == hoisted.weights);
+  CHECK(plain.momentum == hoisted.momentum);
+  CHECK(judged_ok(c, plain));
+}
+
+TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[gpu][backward][bounds]") {
+  for (bool hoisted : {false, true})
+    for (bool in_place : {false, true}) {
+      BackwardCase c = one_table_case(DType::F32, 10, 4, {3, 12, -5, 7}, 2,
+                                      OptimizerKind::ExactRowwiseAdagrad, 3);
+      c.forward.options.bounds_check = BoundsCheckMode::Fatal;
+      BackwardRunOptions o;
+      o.hoisted = hoisted;
+      o.in_place = in_place;
+      const BackwardOutcome g = run_backward_gpu(c, o);
+      const BackwardOutcome r = run_backward_reference(c, false);
+      REQUIRE(g.kind == BackwardOutcome::Kind::BoundsCheck);
+      REQUIRE(r.kind == BackwardOutcome::Kind::BoundsCheck);
+      CHECK(g.violation == r.violation);
+      CHECK(g.what == r.what);
+      CHECK(g.weights == c.forward.weights);
+      CHECK(g.momentum == c.momentum);
+      CHECK(g.sentinels_intact);
+    }
+}

@@ -1,0 +1,174 @@
+// GPU-vs-oracle properties of the CUDA backward + exact optimizer (device-level BackwardOp,
+// canaries on), over random problems and strategies, with the kernel path mix classified.
+#include <algorithm>
+
+#include <rapidcheck/catch.h>
+
+#include "backward_harness.h"
+#include "case_gen.h"
+#include "tbe/cuda/backend.h"
+
+using namespace tbe;
+using namespace tbe::test;
+
+namespace {
+
+bool has_path(const BackwardStats& s, const std::string& name) {
+  return std::find(s.paths.begin(), s.paths.end(), name) != s.paths.end();
+}
+
+/// Counters agree with the strategy and with the reference's runs / lookups.
+void verify_counters(const BackwardOutcome& gpu, const BackwardOutcome& ref,
+                     const BackwardStrategy& s) {
+  const BackwardPathCounters& k = gpu.stats.counters;
+  RC_ASSERT(gpu.stats.runs == ref.stats.runs);
+  RC_ASSERT(gpu.stats.lookups == ref.stats.lookups);
+  RC_ASSERT(gpu.stats.warnings == ref.stats.warnings);
+  RC_ASSERT(k.short_runs + k.chunked_runs + k.fused_runs == gpu.stats.runs);
+  RC_ASSERT(k.short_lookups + k.chunked_lookups + k.fused_lookups == gpu.stats.lookups);
+  const bool fused = s.long_runs == BackwardStrategy::LongRuns::Fused;
+  RC_ASSERT((fused ? k.chunked_runs : k.fused_runs) == 0);
+  const std::int64_t long_runs = k.chunked_runs + k.fused_runs;
+  const std::int64_t long_lookups = k.chunked_lookups + k.fused_lookups;
+  RC_ASSERT(long_lookups >= long_runs * s.long_run_threshold);
+  RC_ASSERT(k.short_lookups <= k.short_runs * (s.long_run_threshold - 1));
+  RC_ASSERT(k.chunks >= (long_lookups + s.chunk_size - 1) / s.chunk_size);
+  RC_ASSERT(k.chunks <= long_lookups / s.chunk_size + long_runs);
+}
+
+}  // namespace
+
+TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][backward]") {
+  rc::prop("GPU backward + optimizer in the enclosures, counters consistent", [] {
+    const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore,
+                                                   BoundsCheckMode::None, BoundsCheckMode::Fatal);
+    const bool small_rows = *rc::gen::arbitrary<bool>();
+    BackwardCase c = gen_backward_case(mode, small_rows);
+    BackwardRunOptions o;
+    o.strategy = gen_strategy();
+    o.in_place = *rc::gen::arbitrary<bool>();
+    o.hoisted = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    o.want_psw = !c.forward.per_sample_weights.empty();
+    RC_LOG() << describe(c.forward) << " optimizer=" << to_string(c.options.optimizer.kind)
+             << " " << describe(o.strategy) << " in_place=" << o.in_place
+             << " hoisted=" << o.hoisted << "\n";
+    with_failure_record("backward-valid", c, o.strategy, [&] {
+      const BackwardOutcome gpu = run_backward_gpu(c, o);
+      const BackwardOutcome ref = run_backward_reference(c, o.want_psw);
+      RC_LOG() << "gpu: " << to_string(gpu) << "\nreference: " << to_string(ref) << "\n";
+      RC_ASSERT(gpu.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(ref.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(gpu.sentinels_intact);
+      RC_ASSERT(judged_ok(c, gpu));
+      verify_counters(gpu, ref, o.strategy);
+      RC_ASSERT(has_path(gpu.stats, o.hoisted ? "bwd.hoisted" : "bwd.sort.key32") ||
+                has_path(gpu.stats, "bwd.sort.key32"));
+      const BackwardPathCounters& k = gpu.stats.counters;
+      RC_CLASSIFY(k.short_runs > 0, "short");
+      RC_CLASSIFY(k.fused_runs > 0, "long.fused");
+      RC_CLASSIFY(k.chunked_runs > 0, "long.chunked");
+      RC_CLASSIFY(k.chunks > k.fused_runs + k.chunked_runs, "runs spanning chunks");
+      RC_CLASSIFY(has_path(gpu.stats, "bwd.psw_grad"), "psw_grad");
+      RC_CLASSIFY(has_path(gpu.stats, "bwd.sr"), "sr");
+      RC_CLASSIFY(has_path(gpu.stats, "bwd.group.block"), "block groups");
+      RC_CLASSIFY(!o.strategy.deterministic, "nondeterministic");
+    });
+  });
+}
+
+TEST_CASE("backward repairs malformed input like the reference", "[gpu][backward][bounds]") {
+  rc::prop("WARNING/IGNORE: enclosure + same warnings; FATAL: same offender, nothing written", [] {
+    const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore,
+                                                   BoundsCheckMode::Fatal);
+    BackwardCase c = gen_backward_case(mode, false);
+    gen_malform(c.forward);
+    BackwardRunOptions o;
+    o.strategy = gen_strategy();
+    o.in_place = *rc::gen::arbitrary<bool>();
+    o.hoisted = *rc::gen::arbitrary<bool>();
+    o.want_psw = !c.forward.per_sample_weights.empty();
+    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
+    with_failure_record("backward-malformed", c, o.strategy, [&] {
+      const BackwardOutcome gpu = run_backward_gpu(c, o);
+      const BackwardOutcome ref = run_backward_reference(c, o.want_psw);
+      RC_LOG() << "gpu: " << to_string(gpu) << "\nreference: " << to_string(ref) << "\n";
+      RC_ASSERT(gpu.kind == ref.kind);
+      RC_ASSERT(gpu.sentinels_intact);
+      if (ref.kind == BackwardOutcome::Kind::BoundsCheck) {
+        RC_ASSERT(gpu.violation == ref.violation);
+        RC_ASSERT(gpu.weights == c.forward.weights);  // bitwise unchanged
+        RC_ASSERT(gpu.momentum == c.momentum);
+        for (float v : gpu.psw_grad) RC_ASSERT(std::isnan(v));  // poison untouched
+        return;
+      }
+      RC_ASSERT(gpu.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(judged_ok(c, gpu));
+      verify_counters(gpu, ref, o.strategy);
+    });
+  });
+}
+
+TEST_CASE("host Backend: cuda backward lies in the oracle's enclosures", "[gpu][backward][backend]") {
+  auto gpu_backend = cuda::make_cuda_backend();
+  rc::prop("Backend::backward in the enclosures with the reference's stats", [&] {
+    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, *rc::gen::arbitrary<bool>());
+    const BackwardStrategy s = gen_strategy();
+    const bool in_place = *rc::gen::arbitrary<bool>();
+    const bool want_psw = !c.forward.per_sample_weights.empty();
+    with_failure_record("backward-host-backend", c, s, [&] {
+      BackwardOutcome got;
+      got.weights = c.forward.weights;
+      got.momentum = c.momentum;
+      if (want_psw) got.psw_grad.assign(c.forward.indices.size(), -1.0f);
+      BackwardCase work = c;  // in place: the problem's own buffers are the outputs
+      BackwardProblem p = (in_place ? work : c).view();
+      BackwardOutputs out;
+      out.weights = in_place ? const_cast<void*>(p.forward.tables.weights)
+                             : (got.weights.empty() ? nullptr : got.weights.data());
+      out.momentum = got.momentum.empty() ? nullptr
+                     : in_place ? const_cast<float*>(p.momentum) : got.momentum.data();
+      out.per_sample_weight_grad = want_psw ? got.psw_grad.data() : nullptr;
+      got.stats = gpu_backend->backward(p, out, s);
+      if (in_place) {
+        got.weights = work.forward.weights;
+        got.momentum = work.momentum;
+      }
+      RC_LOG() << describe(c.forward) << " " << describe(s) << "\n" << to_string(got) << "\n";
+      RC_ASSERT(judged_ok(c, got));
+      const BackwardOutcome ref = run_backward_reference(c, want_psw);
+      RC_ASSERT(got.stats.runs == ref.stats.runs);
+      RC_ASSERT(got.stats.warnings == ref.stats.warnings);
+    });
+  });
+}
+
+TEST_CASE("backward rejects bad optimizer values and strategies like the reference", "[gpu][backward][validate]") {
+  rc::prop("same InvalidArgument message on both backends, nothing launched", [] {
+    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, false);
+    BackwardStrategy s;
+    OptimizerConfig& o = c.options.optimizer;
+    const int what = *rc::gen::inRange(0, 9);
+    switch (what) {
+      case 0: o.learning_rate = *rc::gen::element(-1.0, 0.0, 1e-50, 1.0 / 0.0); break;
+      case 1: o.kind = OptimizerKind::ExactRowwiseAdagrad; c.reset_momentum(); o.eps = *rc::gen::element(0.0, -1e-8, 1e-60); break;
+      case 2: o.weight_decay = -0.5; break;
+      case 3: o.kind = OptimizerKind::ExactSgd; c.reset_momentum(); o.weight_decay_mode = WeightDecayMode::L2; break;
+      case 4: o.max_norm = -1.0; break;
+      case 5: o.max_gradient = -2.0; break;
+      case 6: s.long_run_threshold = *rc::gen::element(0, -3, (1 << 20) + 1); break;
+      case 7: s.chunk_size = *rc::gen::element(0, 16, 100, 8192); break;
+      case 8: c.forward.options.policy.optimizer_state = DType::F16; break;
+    }
+    RC_LOG() << "mutation " << what << ": " << describe(c.forward) << "\n";
+    BackwardProblem p = c.view();
+    const Status ref = validate(p, s);
+    RC_ASSERT(!ref.ok());
+    BackwardRunOptions ro;
+    ro.strategy = s;
+    const BackwardOutcome gpu = run_backward_gpu(c, ro);
+    RC_LOG() << "reference: " << ref.message << "; gpu: " << to_string(gpu) << "\n";
+    RC_ASSERT(gpu.kind == BackwardOutcome::Kind::InvalidArgument);
+    RC_ASSERT(gpu.argument == ref.argument);
+    RC_ASSERT(gpu.what == ref.message);
+  });
+}
