@@ -1079,6 +1079,10 @@ class FaultyBackend final : public Backend {
     return st;
   }
   RepairResult repair(const ForwardProblem& p) override { return inner_->repair(p); }
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& s) override {
+    return inner_->backward(p, out, s);
+  }
 
  private:
   std::unique_ptr<Backend> inner_ = make_reference_backend();

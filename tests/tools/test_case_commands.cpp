@@ -75,6 +75,10 @@ class ShiftedBackend : public Backend {
     return st;
   }
   RepairResult repair(const ForwardProblem& p) override { return ref_->repair(p); }
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& s) override {
+    return ref_->backward(p, out, s);
+  }
 
  private:
   std::unique_ptr<Backend> ref_ = make_reference_backend();

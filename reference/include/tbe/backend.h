@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "tbe/backward.h"
 #include "tbe/forward.h"
 #include "tbe/problem.h"
 
@@ -30,6 +31,11 @@ class Backend {
                                const ForwardStrategy& strategy = {}) = 0;
   /// Bounds check/repair as its own step (same result on both backends).
   virtual RepairResult repair(const ForwardProblem& p) = 0;
+  /// Backward fused with the exact optimizer (tbe/backward.h). Host pointers in `p` and `out`;
+  /// both backends run validate(p, s) and validate(p, out) first and throw the same errors; on any
+  /// error nothing in `out` is written.
+  virtual BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                                 const BackwardStrategy& s = {}) = 0;
 };
 
 /// The CPU reference backend (OpenMP).
