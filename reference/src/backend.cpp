@@ -14,6 +14,12 @@ class ReferenceBackend final : public Backend {
     return forward_reference(p, output);
   }
   RepairResult repair(const ForwardProblem& p) override { return tbe::repair(p); }
+  // The strategy is validated (both backends reject the same values) but has no effect here.
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& strategy) override {
+    throw_if_error(validate(p, strategy));
+    return backward_reference(p, out);
+  }
 };
 
 }  // namespace

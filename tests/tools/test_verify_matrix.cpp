@@ -100,6 +100,10 @@ class FaultyBackend : public Backend {
                          const BackwardStrategy& s) override {
     return ref_->backward(p, out, s);
   }
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& s) override {
+    return ref_->backward(p, out, s);
+  }
 
 
  private:

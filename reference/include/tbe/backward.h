@@ -9,6 +9,7 @@
 // prefix of E_t over tables (int64). Semantic choices the spec leaves open: docs/backward.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -140,6 +141,11 @@ struct Transpose {
   std::vector<std::int64_t> position_bag;      ///< [N] bag of lookup p (-1 outside every bag)
 };
 
+/// (Addition) The transpose of `p` after the bounds-check repair `repaired` (= tbe::repair(p)):
+/// linearized ids in int64, stable order by position inside each run. `p` must pass
+/// validate(p); Σ SL = number of lookups inside bags. (The CUDA sort/RLE is compared with this.)
+Transpose transpose_lookups(const ForwardProblem& p, const RepairResult& repaired);
+
 /// The FP64 backward of one call: everything the oracle needs to enclose any conforming result.
 /// Per run k (table t_k, row r_k, D_k columns), flat arrays are indexed by run_col_offset[k] + d.
 struct BackwardReference {
@@ -164,7 +170,24 @@ BackwardStats backward_reference(const BackwardProblem& p, const BackwardOutputs
 
 /// Stochastic rounding of exact value x to `t` with uniform u in [0, 1): RD(x) + ulp if
 /// u < (x - RD(x)) / (RU(x) - RD(x)), else RD(x) (exact values are returned unchanged).
+/// NaN, ±inf and F64 are returned unchanged; |x| beyond the largest finite value of `t` rounds
+/// as RNE does (to ±max or ±inf). Throws InvalidArgument for an integer type.
 double stochastic_round(DType t, double x, double u);
+
+/// (Addition) Philox-4x32-10 (Salmon, Moraes, Dror, Shaw, SC'11; Random123's philox4x32_R with
+/// R = 10): one block of 4 random words from a 128-bit counter and a 64-bit key. Matches
+/// Random123's known-answer vectors and curand's curand_Philox4x32_10.
+std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
+                                           std::array<std::uint32_t, 2> key);
+
+/// (Addition) The uniform u in [0, 1) that stochastic rounding uses for weight element `element`
+/// (flat index in the weights buffer, table_offsets[t] + r·D_t + d): word 0 of
+/// philox4x32_10(counter = {lo32(offset), hi32(offset), lo32(element), hi32(element)},
+/// key = {lo32(seed), hi32(seed)}) times 2^-32. On the GPU this is the first curand() of
+/// curand_init(seed, /*subsequence=*/element, /*offset=*/4·offset, &state)
+/// (curandStatePhilox4_32_10_t), see docs/backward.md "Stochastic rounding stream".
+double stochastic_rounding_uniform(std::uint64_t seed, std::uint64_t offset,
+                                   std::uint64_t element);
 
 std::string to_string(OptimizerKind k);         ///< "sgd", "rowwise_adagrad"
 std::string to_string(WeightDecayMode m);       ///< "none", "l2", "decoupled"
