@@ -74,9 +74,10 @@ long_chunks_group_per_chunk(const RunArgs a) {
     prev = g.broadcast(prev, 0);
     if (prev + 1 != lr.num_chunks) continue;  // not the last chunk of the run
     __threadfence();  // acquire: every other chunk's partial is visible
+    const RowState st = load_row_state<W, kBlock>(a, g, key, t);
     Acc total[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
     reduce_partials<Acc, kBlock>(a, g, slot, lr, t.dim, total);
-    apply_row<W, Acc, kBlock>(a, g, key, t, total);
+    apply_row<W, Acc, kBlock>(a, g, key, t, st, total);
     if (g.glane == 0) a.run_counters[slot] = 0u;  // ready for the next call
   }
 }
@@ -91,9 +92,10 @@ long_apply_group_per_run(const RunArgs a) {
     const LongRun lr = a.long_runs[s];
     const std::int64_t key = run_key(a, lr.run);
     const BwdTableMeta t = table_of(a, key);
+    const RowState st = load_row_state<W, kBlock>(a, g, key, t);
     Acc total[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
     reduce_partials<Acc, kBlock>(a, g, static_cast<std::uint32_t>(s), lr, t.dim, total);
-    apply_row<W, Acc, kBlock>(a, g, key, t, total);
+    apply_row<W, Acc, kBlock>(a, g, key, t, st, total);
   }
 }
 

@@ -56,19 +56,38 @@ __device__ __forceinline__ float sr_uniform(unsigned long long seed, unsigned lo
   return static_cast<float>(curand(&st) >> 8) * 0x1p-24f;
 }
 
-/// Applies the optimizer to the row with linearized id `key`, whose gradient (columns
-/// [4·glane, 4·glane + 4)) is `acc`, and stores the row (and its momentum).
+/// The row's current values (this lane's 4 columns) and momentum, loaded before the gradient is
+/// gathered so that their latency overlaps the gather.
+struct RowState {
+  float w[4];
+  float momentum;
+};
+
+template <class W, bool kBlock>
+__device__ __forceinline__ RowState load_row_state(const RunArgs& a, const RunGroup<kBlock>& g,
+                                                   std::int64_t key, const BwdTableMeta& t) {
+  RowState s{{0.f, 0.f, 0.f, 0.f}, 0.f};
+  const int D = t.dim;
+  const int c = g.glane * 4;
+  const int n = D - c < 4 ? (D - c > 0 ? D - c : 0) : 4;
+  const std::int64_t elem = t.elem_offset + (key - t.row_offset) * D;
+  if (n > 0) load4<W>(static_cast<const W*>(a.weights_in) + elem + c, a.weights_vec, n, s.w);
+  if (a.adagrad) s.momentum = a.momentum_in[key];
+  return s;
+}
+
+/// Applies the optimizer to the row with linearized id `key` (state from load_row_state), whose
+/// gradient (columns [4·glane, 4·glane + 4)) is `acc`, and stores the row (and its momentum).
 template <class W, class Acc, bool kBlock>
 __device__ __forceinline__ void apply_row(const RunArgs& a, const RunGroup<kBlock>& g,
                                           std::int64_t key, const BwdTableMeta& t,
-                                          const Acc (&acc)[4]) {
+                                          const RowState& st, const Acc (&acc)[4]) {
   const int D = t.dim;
   const std::int64_t row = key - t.row_offset;
   const std::int64_t elem = t.elem_offset + row * D;
   const int c = g.glane * 4;
   const int n = D - c < 4 ? (D - c > 0 ? D - c : 0) : 4;
-  float w[4] = {0.f, 0.f, 0.f, 0.f}, G[4], nw[4];
-  if (n > 0) load4<W>(static_cast<const W*>(a.weights_in) + elem + c, a.weights_vec, n, w);
+  float w[4] = {st.w[0], st.w[1], st.w[2], st.w[3]}, G[4], nw[4];
 #pragma unroll
   for (int v = 0; v < 4; ++v) G[v] = v < n ? static_cast<float>(acc[v]) : 0.0f;
   if (!a.adagrad) {
@@ -83,13 +102,12 @@ __device__ __forceinline__ void apply_row(const RunArgs& a, const RunGroup<kBloc
       ss = __fadd_rn(ss, __fmul_rn(gp, gp));
     }
     ss = g.sum(ss);
-    const float m = __fadd_rn(a.momentum_in[key], __fdiv_rn(ss, static_cast<float>(D)));
+    const float m = __fadd_rn(st.momentum, __fdiv_rn(ss, static_cast<float>(D)));
     const float mult = __fdiv_rn(a.lr, __fadd_rn(__fsqrt_rn(m), a.eps));
     const float corr = l2 ? __fsub_rn(1.0f, __fmul_rn(mult, a.weight_decay))
                           : decoupled ? __fsub_rn(1.0f, __fmul_rn(a.lr, a.weight_decay)) : 1.0f;
 #pragma unroll
     for (int v = 0; v < 4; ++v) nw[v] = __fsub_rn(__fmul_rn(corr, w[v]), __fmul_rn(mult, G[v]));
-    g.sync();  // every lane has read the old momentum (the output may alias it)
     if (g.glane == 0) a.momentum_out[key] = m;
   }
   if (a.max_norm > 0.0f) {  // both optimizers (docs/backward.md)

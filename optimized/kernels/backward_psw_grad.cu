@@ -27,7 +27,8 @@ __global__ void __launch_bounds__(kRunBlock) psw_grad_group_per_position(const P
   }
   std::int64_t s;
   if (a.bags_per_segment > 0) {
-    s = k / a.bags_per_segment;
+    s = static_cast<std::int64_t>(static_cast<std::uint32_t>(k) /
+                                  static_cast<std::uint32_t>(a.bags_per_segment));
     if (s >= a.num_segs) s = a.num_segs - 1;
   } else {
     s = last_le(a.seg_first_bag, a.num_segs, k);

@@ -153,8 +153,9 @@ __device__ __forceinline__ BwdTableMeta table_of(const RunArgs& a, std::int64_t 
 /// Element offset of the grad_output row of bag k (pooled modes; the forward's segments).
 __device__ __forceinline__ std::int64_t bag_grad_offset(const RunArgs& a, std::int64_t k) {
   std::int64_t s;
-  if (a.bags_per_segment > 0) {
-    s = k / a.bags_per_segment;
+  if (a.bags_per_segment > 0) {  // 32-bit division: bags < 2^31 (BackwardOp's limit)
+    s = static_cast<std::int64_t>(static_cast<std::uint32_t>(k) /
+                                  static_cast<std::uint32_t>(a.bags_per_segment));
     if (s >= a.num_segs) s = a.num_segs - 1;
   } else {
     s = last_le(a.seg_first_bag, a.num_segs, k);

@@ -15,16 +15,36 @@ short_runs_group_per_run(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
   const std::int64_t R = *a.num_runs;
-  for (std::int64_t i = g.gid; i < R; i += g.num_groups) {  // uniform inside a group
-    const std::int32_t sl = a.run_lengths[i];
-    if (sl >= a.long_threshold) continue;
-    const std::int64_t key = run_key(a, i);
-    if (key >= a.sentinel) continue;
-    const BwdTableMeta t = table_of(a, key);
-    Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-    const std::uint32_t begin = a.run_offsets[i];
-    accumulate_sorted<Out, Acc, kBlock>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
-    apply_row<W, Acc, kBlock>(a, g, key, t, acc);
+  // software pipeline: the next run's length, key and offset are in flight while this one runs
+  std::int64_t i = g.gid;
+  std::int32_t sl = 0;
+  std::int64_t key = 0;
+  std::uint32_t begin = 0;
+  if (i < R) {
+    sl = a.run_lengths[i];
+    key = run_key(a, i);
+    begin = a.run_offsets[i];
+  }
+  for (; i < R; i += g.num_groups) {  // uniform inside a group
+    const std::int64_t in = i + g.num_groups;
+    std::int32_t sl_n = 0;
+    std::int64_t key_n = 0;
+    std::uint32_t begin_n = 0;
+    if (in < R) {
+      sl_n = a.run_lengths[in];
+      key_n = run_key(a, in);
+      begin_n = a.run_offsets[in];
+    }
+    if (sl < a.long_threshold && key < a.sentinel) {
+      const BwdTableMeta t = table_of(a, key);
+      const RowState st = load_row_state<W, kBlock>(a, g, key, t);
+      Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+      accumulate_sorted<Out, Acc, kBlock>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
+      apply_row<W, Acc, kBlock>(a, g, key, t, st, acc);
+    }
+    sl = sl_n;
+    key = key_n;
+    begin = begin_n;
   }
 }
 
