@@ -112,6 +112,9 @@ struct RunArgs {
   bool deterministic = true;
   LongRun* long_runs = nullptr;         ///< [max_long]
   std::uint32_t* chunk_run = nullptr;   ///< [max_chunks] slot of the chunk's long run
+  std::uint32_t* chunk_keys = nullptr;  ///< [max_chunks] sorted value of the chunk's first lookup
+  std::uint32_t* chunk_ids = nullptr;   ///< [max_chunks] chunk slot (sort payload)
+  const std::uint32_t* chunk_order = nullptr;  ///< [max_chunks] chunk slots by first position
   unsigned int* run_counters = nullptr; ///< [max_long] fused arrival counters
   void* partials = nullptr;             ///< [max_chunks][row_stride] Acc (deterministic)
   void* accumulators = nullptr;         ///< [max_long][row_stride] Acc (non-deterministic)
@@ -162,8 +165,17 @@ void launch_sort_rle(bool key32, int end_bit, std::int64_t n, void* keys_in, voi
                      std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
                      std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
                      void* temp, std::size_t temp_bytes, cudaStream_t stream);
-/// Router: splits runs into short (counted) and long (listed with their chunks).
+/// Router: splits runs into short (counted) and long (listed with their chunks, each with the
+/// sorted value of its first lookup as a locality key; unused key slots must hold 0xffffffff).
 void launch_route(const RunArgs& a, cudaStream_t stream);
+/// CUB temp bytes of the chunk ordering sort over n slots.
+std::size_t chunk_sort_temp_bytes(std::int64_t n);
+/// Orders the chunk slots by the position of their first lookup (cub::DeviceRadixSort over the
+/// n = max_chunks slots; unused slots sort last), so that chunks processed at the same time read
+/// nearby grad_output rows (L2 reuse across the hot runs of a feature).
+void launch_chunk_sort(std::int64_t n, int end_bit, std::uint32_t* keys_in,
+                       std::uint32_t* keys_out, std::uint32_t* ids_in, std::uint32_t* ids_out,
+                       void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
 // --- run kernels (kernels/backward_short.cu, kernels/backward_long.cu) ---
 /// True if a run-kernel instance exists for t (else BackwardOp throws InvalidArgument).

@@ -41,7 +41,8 @@ long_chunks_group_per_chunk(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
   const std::int64_t num_chunks = a.counters->num_chunks;
-  for (std::int64_t ch = g.gid; ch < num_chunks; ch += g.num_groups) {
+  for (std::int64_t idx = g.gid; idx < num_chunks; idx += g.num_groups) {
+    const std::int64_t ch = a.chunk_order[idx];  // chunks by the position of their first lookup
     const std::uint32_t slot = a.chunk_run[ch];
     const LongRun lr = a.long_runs[slot];
     const std::uint32_t j = static_cast<std::uint32_t>(ch) - lr.chunk_base;

@@ -147,13 +147,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
     const std::uint32_t slot = atomicAdd(&a.counters->num_long, 1u);
     const std::uint32_t base = atomicAdd(&a.counters->num_chunks, nch);
     a.long_runs[slot] = LongRun{static_cast<std::uint32_t>(i), base, nch, 0};
-    for (std::uint32_t j = 0; j < nch; ++j) a.chunk_run[base + j] = slot;
     a.run_counters[slot] = 0;
-    if (!a.deterministic) {  // zero the run's float-atomic accumulator row (Acc words)
-      const std::int64_t words = static_cast<std::int64_t>(a.row_stride) * a.acc_size / 4;
-      unsigned* row = static_cast<unsigned*>(a.accumulators) + static_cast<std::int64_t>(slot) * words;
-      for (std::int64_t w = 0; w < words; ++w) row[w] = 0u;
-    }
     ++long_runs;
     long_lookups += static_cast<unsigned long long>(sl);
     chunks += nch;
@@ -172,6 +166,31 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
     if (long_runs) atomicAdd(&a.counters->long_runs, long_runs);
     if (long_lookups) atomicAdd(&a.counters->long_lookups, long_lookups);
     if (chunks) atomicAdd(&a.counters->chunks, chunks);
+  }
+}
+
+// One warp per long run: its chunk slots (run slot, locality key = sorted value of the chunk's
+// first lookup, id) and, for float atomics, the zeroed accumulator row.
+__global__ void __launch_bounds__(kBlock) expand_long_runs(const RunArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const std::uint32_t num_long = a.counters->num_long;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (kBlock / 32);
+  for (std::int64_t s = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
+       s < num_long; s += warps) {
+    const LongRun lr = a.long_runs[s];
+    const std::uint32_t run_begin = a.run_offsets[lr.run];
+    for (std::uint32_t j = lane; j < lr.num_chunks; j += 32) {
+      a.chunk_run[lr.chunk_base + j] = static_cast<std::uint32_t>(s);
+      a.chunk_keys[lr.chunk_base + j] =
+          a.sorted_values[run_begin + j * static_cast<std::uint32_t>(a.chunk_size)];
+      a.chunk_ids[lr.chunk_base + j] = lr.chunk_base + j;
+    }
+    if (!a.deterministic) {
+      const std::int64_t words = static_cast<std::int64_t>(a.row_stride) * a.acc_size / 4;
+      unsigned* row = static_cast<unsigned*>(a.accumulators) + s * words;
+      for (std::int64_t w = lane; w < words; w += 32) row[w] = 0u;
+    }
   }
 }
 
@@ -207,9 +226,31 @@ void launch_sort_rle(bool key32, int end_bit, std::int64_t n, void* keys_in, voi
                               run_lengths, run_offsets, num_runs, temp, temp_bytes, stream);
 }
 
+std::size_t chunk_sort_temp_bytes(std::int64_t n) {
+  std::size_t bytes = 0;
+  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<int>(n)),
+             "cub::DeviceRadixSort::SortPairs (chunk order, size query)");
+  return bytes;
+}
+
+void launch_chunk_sort(std::int64_t n, int end_bit, std::uint32_t* keys_in,
+                       std::uint32_t* keys_out, std::uint32_t* ids_in, std::uint32_t* ids_out,
+                       void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+  std::size_t bytes = temp_bytes;
+  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, ids_in, ids_out,
+                                             static_cast<int>(n), 0, end_bit, stream),
+             "cub::DeviceRadixSort::SortPairs (chunk order)");
+}
+
 void launch_route(const RunArgs& a, cudaStream_t stream) {
   route_runs<<<static_cast<unsigned>(a.grid), kBlock, 0, stream>>>(a);
   check_launch("route_runs");
+  expand_long_runs<<<static_cast<unsigned>(a.grid), kBlock, 0, stream>>>(a);
+  check_launch("expand_long_runs");
 }
 
 }  // namespace tbe::cuda::detail

@@ -279,7 +279,9 @@ struct BackwardPlan {
   void* d_meta = nullptr;
   // --- workspace (backward part) ---
   std::size_t ws_counters = 0, ws_long = 0, ws_chunk_run = 0, ws_run_counters = 0,
-              ws_partials = 0, ws_total = 0;
+              ws_partials = 0, ws_chunk_keys = 0, ws_chunk_keys_out = 0, ws_chunk_ids = 0,
+              ws_chunk_order = 0, ws_chunk_temp = 0, chunk_temp_bytes = 0, ws_total = 0;
+  int chunk_key_bits = 32;
   // --- problem pointers ---
   BackwardProblem problem;
   // --- last run ---
@@ -405,7 +407,16 @@ struct BackwardPlan {
     ws_run_counters = L.add(static_cast<std::size_t>(max_long) * 4);
     const std::size_t rows = static_cast<std::size_t>(s.deterministic ? max_chunks : max_long);
     ws_partials = L.add(rows * a.row_stride * dtype_size(accumulation));
+    const std::size_t mc = static_cast<std::size_t>(max_chunks);
+    ws_chunk_keys = L.add(mc * 4);
+    ws_chunk_keys_out = L.add(mc * 4);
+    ws_chunk_ids = L.add(mc * 4);
+    ws_chunk_order = L.add(mc * 4);
+    chunk_temp_bytes = detail::chunk_sort_temp_bytes(max_chunks);
+    ws_chunk_temp = L.add(chunk_temp_bytes);
     ws_total = L.total;
+    // key bits: sorted values are < max(N, bags) < 2^31; unused slots hold 0xffffffff
+    chunk_key_bits = 32;
 
     int dev = 0, sms = 0;
     cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
@@ -493,11 +504,20 @@ void BackwardOp::run(const BackwardOutputs& out, void* d_workspace, cudaStream_t
   a.run_counters = reinterpret_cast<unsigned*>(ws + P.ws_run_counters);
   a.partials = ws + P.ws_partials;
   a.accumulators = ws + P.ws_partials;
+  a.chunk_keys = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys);
+  a.chunk_ids = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_ids);
+  a.chunk_order = reinterpret_cast<const std::uint32_t*>(ws + P.ws_chunk_order);
+  cuda_check(cudaMemsetAsync(a.chunk_keys, 0xff, static_cast<std::size_t>(P.max_chunks) * 4, stream),
+             "reset chunk keys");
 
   cuda_check(cudaMemsetAsync(a.counters, 0, sizeof(detail::BackwardDeviceCounters), stream),
              "reset backward counters");
   a.grid = P.route_grid;
   detail::launch_route(a, stream);
+  detail::launch_chunk_sort(P.max_chunks, P.chunk_key_bits, a.chunk_keys,
+                            reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys_out),
+                            a.chunk_ids, reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order),
+                            ws + P.ws_chunk_temp, P.chunk_temp_bytes, stream);
   P.phase(2, stream);
   P.psw_ran = out.per_sample_weight_grad != nullptr;
   if (P.psw_ran) {  // before any update: reads the weights as they were
