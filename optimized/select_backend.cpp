@@ -6,9 +6,10 @@
 #ifdef TBE_HAVE_CUDA
 #include "tbe/cuda/backend.h"
 // The CUDA IKBO backend (LCE on the GPU) is wired automatically once optimized/ provides this
-// header declaring std::unique_ptr<ikbo::IkboBackend> tbe::cuda::make_cuda_ikbo_backend().
-#if __has_include("tbe/cuda/ikbo_lce.h")
-#include "tbe/cuda/ikbo_lce.h"
+// header declaring std::unique_ptr<ikbo::IkboBackend> tbe::cuda::make_cuda_ikbo_backend() (callable
+// with no argument).
+#if __has_include("tbe/cuda/ikbo_backend.h")
+#include "tbe/cuda/ikbo_backend.h"
 #define TBE_HAVE_CUDA_IKBO 1
 #endif
 #endif
@@ -52,7 +53,7 @@ std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind) {
       throw DeviceError("ikbo backend cuda: no CUDA device is visible");
 #elif defined(TBE_HAVE_CUDA)
       throw DeviceError("ikbo backend cuda: this build has no CUDA IKBO backend "
-                        "(optimized/include/tbe/cuda/ikbo_lce.h is missing)");
+                        "(optimized/include/tbe/cuda/ikbo_backend.h is missing)");
 #else
       throw DeviceError("ikbo backend cuda: this build has no CUDA backend (configured with "
                         "TBE_CUDA=OFF or no nvcc found)");

@@ -40,7 +40,7 @@ std::unique_ptr<Backend> make_reference_backend();
 /// DeviceError saying why. Defined in optimized/ (target tbe_backends).
 std::unique_ptr<Backend> select_backend(BackendKind kind = BackendKind::Auto);
 /// (added) The IKBO backend (ikbo.h). Cpu: ikbo::make_reference_ikbo_backend(). Cuda:
-/// tbe::cuda::make_cuda_ikbo_backend() when this build has CUDA, the header tbe/cuda/ikbo_lce.h
+/// tbe::cuda::make_cuda_ikbo_backend() when this build has CUDA, the header tbe/cuda/ikbo_backend.h
 /// that declares it, and a visible device; otherwise throws DeviceError saying which is missing.
 /// Auto: Cuda when that works, else Cpu. Defined in optimized/select_backend.cpp.
 std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind = BackendKind::Auto);
