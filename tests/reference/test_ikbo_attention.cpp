@@ -120,7 +120,7 @@ TEST_CASE("ikbo attention dense == jagged with equal lengths", "[ikbo][attention
   });
 }
 
-TEST_CASE("ikbo attention output is the fp64 result rounded once; scale 0 is 1/sqrt(Dh)",
+TEST_CASE("ikbo attention output is the fp64 result rounded once, scale 0 is 1/sqrt(Dh)",
           "[ikbo][attention]") {
   rc::prop("rounded == round_to(fp64); scale = 1/sqrt(Dh) explicitly gives the same", []() {
     AttentionSpec s = *gen_attention_spec();

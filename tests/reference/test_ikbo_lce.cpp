@@ -59,7 +59,7 @@ TEST_CASE("ikbo lce fp64 == naive triple loop (bitwise) for every map kind", "[i
   });
 }
 
-TEST_CASE("ikbo lce == unfused baseline W = [W_u | W_c], E = [E_u(u) ; E_c]", "[ikbo][lce]") {
+TEST_CASE("ikbo lce == unfused baseline W = (W_u | W_c), E = (E_u(u) over E_c)", "[ikbo][lce]") {
   rc::prop("equal to the baseline within both FP64 errors, exactly for small integers", []() {
     const LceSpec s = *gen_lce_spec();
     const LceCase c = build(s);
@@ -162,7 +162,7 @@ TEST_CASE("ikbo lce published and round-once differ on a half-way case (fp16)", 
   CHECK(load_as_double(DType::F16, out.data(), 0) == 1 + 3 * 0x1p-10);
 }
 
-TEST_CASE("ikbo lce K_u = 0 has no user part; B = 0 writes nothing", "[ikbo][lce]") {
+TEST_CASE("ikbo lce K_u = 0 has no user part, B = 0 writes nothing", "[ikbo][lce]") {
   LceCase c = make_lce_case({3, 2, 4, 5, 7, 0}, {DType::BF16, DType::F32, LceRounding::Published},
                             MapKind::Unsorted, 9);
   const LceReference r = lce_reference_fp64(c.view());
@@ -214,7 +214,7 @@ TEST_CASE("ikbo map kinds have their defining properties", "[ikbo][workloads]") 
                     Catch::Contains("U: 1 must be >= 2"));
 }
 
-TEST_CASE("ikbo generator is deterministic and values are uniform in [-1, 1) of storage",
+TEST_CASE("ikbo generator is deterministic and values are uniform in -1 to 1 of storage",
           "[ikbo][workloads]") {
   const LceShape sh{5, 3, 4, 6, 9, 11};
   for (DType st : {DType::F16, DType::BF16, DType::F32}) {

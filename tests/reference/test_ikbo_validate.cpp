@@ -123,7 +123,7 @@ TEST_CASE("ikbo lce validation names argument, value and limit", "[ikbo][validat
   CHECK(validate(with([](LceProblem& p) { p.K_u = 0; p.w_u = p.e_u = nullptr; })).ok());
 }
 
-TEST_CASE("ikbo map values outside [0, U) are errors, never wild reads", "[ikbo][validate]") {
+TEST_CASE("ikbo map values outside 0 to U-1 are errors, never wild reads", "[ikbo][validate]") {
   LceCase c = lce_base();
   c.cand_to_user[3] = 3;
   expect_lce_invalid(c.view(), "cand_to_user[3]", "cand_to_user[3]: 3 outside [0, U=3)");
