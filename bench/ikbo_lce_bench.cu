@@ -12,14 +12,21 @@
 //                 [B, K_u+K_c, N]) + one cuBLAS strided batched GEMM with W = [W_u | W_c]
 //                 (built once, untimed): what a model without IKBO runs.
 //   decomposed    LceStage::Decomposed (cuBLAS user + candidate GEMMs, gather-add kernel)
-//   padded-k      LceStage::PaddedK (weights padded into the workspace inside the timed run)
-//   padded-k.ld   PaddedK with weights already padded by the caller (LceLayout; the model keeps
-//                 padded parameters): the pad copy disappears
+//   padded-k      LceStage::PaddedK on dense tensors (the op pads W and E into the workspace
+//                 inside the timed run)
+//   *.ld          the stage on caller-padded tensors (LceLayout; the model keeps its tensors
+//                 padded: padded once, untimed)
 //   fused         LceStage::FusedEpilogue (cuBLAS user GEMM, mma.sync candidate GEMM whose
 //                 epilogue adds the user row)
-//   fused.unsorted  the same on an unsorted map (published shape only: any map, same speed?)
-// plus the parts of `fused` (prologue + user GEMM alone; candidate kernel alone), the stage-4
-// input: the sum of the parts vs the whole shows the launch gap a persistent kernel could save.
+//   l2-chunked    LceStage::L2Chunked (cuBLAS GEMM per chunk of candidates into an L2-resident
+//                 buffer, gather-add overlapped on a second stream); .cN = N candidates per
+//                 chunk, .serial = one stream
+//   lt-epilogue   LceStage::LtEpilogue (cuBLASLt pointer-array matmul, C[b] = FP32 user row u(b):
+//                 RoundOnce only; Published runs padded-k, see paths)
+//   *.unsorted    the same on an unsorted map (published shape only: any map, same speed?)
+//   cublas.cand-gemm.only  the cuBLAS candidate GEMM alone (K padded): the cuBLAS stages' floor
+// plus the parts of `fused` and `l2-chunked.ld` (prologue + user GEMM alone; candidate part
+// alone), the stage-4 input: the parts vs the whole show what a persistent kernel could save.
 // Counting: FLOPs of the decomposed work 2·M·N·(B·K_c + U·K_u) for every variant (the baseline
 // executes 2·M·N·B·(K_u+K_c)); TFLOP/s and % of the cuBLAS rate measured in the same run (8192³
 // GEMM of the same dtype, FP32 accumulation). Timing: CUDA events around each call after 3
@@ -32,8 +39,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -146,8 +155,9 @@ __global__ void concat_weights(const std::uint16_t* w_u, const std::uint16_t* w_
     w[i] = k < K_u ? w_u[m * K_u + k] : w_c[m * K_c + (k - K_u)];
   }
 }
-__global__ void pad_weights(const std::uint16_t* w, std::uint16_t* wp, std::int64_t M, std::int64_t K,
-                            std::int64_t ld) {
+/// wp [rows, ld] = w [rows, K] with zero columns [K, ld) (weights; E items as rows of K·N).
+__global__ void pad_rows(const std::uint16_t* w, std::uint16_t* wp, std::int64_t M, std::int64_t K,
+                         std::int64_t ld) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < M * ld;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t m = i / ld, k = i - m * ld;
@@ -277,8 +287,8 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
     check(cudaMemcpy(h.data(), d.get(), h.size() * 2, cudaMemcpyDeviceToHost), "download");
   };
   auto run_op = [&](const std::string& name, const ikbo::LceProblem& pp, cuda::LceStage st,
-                    const cuda::LceLayout& layout, bool is_ref) {
-    cuda::LceOp op(pp, st, layout);
+                    const cuda::LceLayout& layout, bool is_ref, cuda::LceTuning tuning = {}) {
+    cuda::LceOp op(pp, st, layout, tuning);
     DeviceBuffer ws(op.workspace_bytes());
     const Timing tm = time_it([&] { op.run(is_ref ? ref.get() : out.get(), ws.get(), c.stream); },
                               c.iters, c.stream, c.flush.get(), c.flush_bytes);
@@ -297,44 +307,93 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
   // decomposed first: the comparison reference of the others
   run_op("decomposed", p, cuda::LceStage::Decomposed, {}, true);
   run_op("padded-k", p, cuda::LceStage::PaddedK, {}, false);
-  // caller-padded weights (outside the timed region)
-  const std::int64_t ld_c = (s.K_c + 7) / 8 * 8, ld_u = (s.K_u + 7) / 8 * 8;
-  DeviceBuffer w_cp(s.M * ld_c * 2), w_up(s.M * ld_u * 2);
-  pad_weights<<<1024, 256>>>(w_c.as<std::uint16_t>(), w_cp.as<std::uint16_t>(), s.M, s.K_c, ld_c);
-  pad_weights<<<1024, 256>>>(w_u.as<std::uint16_t>(), w_up.as<std::uint16_t>(), s.M, s.K_u, ld_u);
-  check(cudaDeviceSynchronize(), "pad weights");
+  // caller-padded tensors (zero K padding, built outside the timed region)
+  const std::int64_t kcp = (s.K_c + 7) / 8 * 8, kup = (s.K_u + 7) / 8 * 8;
+  DeviceBuffer w_cp(s.M * kcp * 2), w_up(s.M * kup * 2), e_cp(s.B * kcp * s.N * 2),
+      e_up(s.U * kup * s.N * 2);
+  pad_rows<<<4096, 256>>>(w_c.as<std::uint16_t>(), w_cp.as<std::uint16_t>(), s.M, s.K_c, kcp);
+  pad_rows<<<4096, 256>>>(w_u.as<std::uint16_t>(), w_up.as<std::uint16_t>(), s.M, s.K_u, kup);
+  pad_rows<<<4096, 256>>>(e_c.as<std::uint16_t>(), e_cp.as<std::uint16_t>(), s.B, s.K_c * s.N, kcp * s.N);
+  pad_rows<<<4096, 256>>>(e_u.as<std::uint16_t>(), e_up.as<std::uint16_t>(), s.U, s.K_u * s.N, kup * s.N);
+  check(cudaDeviceSynchronize(), "pad tensors");
   ikbo::LceProblem pp = p;
   pp.w_c = w_cp.get();
   pp.w_u = w_up.get();
-  cuda::LceLayout padded{ld_c, ld_u};
+  pp.e_c = e_cp.get();
+  pp.e_u = e_up.get();
+  const cuda::LceLayout padded{kcp, kup};
   run_op("padded-k.ld", pp, cuda::LceStage::PaddedK, padded, false);
   const Timing fused = run_op("fused", p, cuda::LceStage::FusedEpilogue, {}, false);
   run_op("fused.ld", pp, cuda::LceStage::FusedEpilogue, padded, false);
+  run_op("l2-chunked", p, cuda::LceStage::L2Chunked, {}, false);
+  run_op("l2-chunked.ld", pp, cuda::LceStage::L2Chunked, padded, false);
+  run_op("lt-epilogue", p, cuda::LceStage::LtEpilogue, {}, false);
+  run_op("lt-epilogue.ld", pp, cuda::LceStage::LtEpilogue, padded, false);
 
   if (full) {
-    // any map: the same fused kernel on a shuffled map (its own decomposed reference)
+    for (std::int64_t chunk : {32, 66, 132, 264})
+      for (bool overlap : {true, false}) {
+        cuda::LceTuning tu;
+        tu.chunk_candidates = chunk;
+        tu.overlap = overlap;
+        run_op("l2-chunked.ld.c" + std::to_string(chunk) + (overlap ? "" : ".serial"), pp,
+               cuda::LceStage::L2Chunked, padded, false, tu);
+      }
+    // any map: the same stages on a shuffled map (its own decomposed reference)
     ikbo::LceProblem pu = p;
     pu.cand_to_user = map_u.as<const std::int32_t>();
     run_op("decomposed.unsorted", pu, cuda::LceStage::Decomposed, {}, true);
     run_op("fused.unsorted", pu, cuda::LceStage::FusedEpilogue, {}, false);
+    ikbo::LceProblem ppu = pp;
+    ppu.cand_to_user = map_u.as<const std::int32_t>();
+    run_op("l2-chunked.ld.unsorted", ppu, cuda::LceStage::L2Chunked, padded, false);
+    run_op("lt-epilogue.ld.unsorted", ppu, cuda::LceStage::LtEpilogue, padded, false);
     run_op("decomposed", p, cuda::LceStage::Decomposed, {}, true);  // restore the reference
 
-    // stage-4 input: the parts of `fused` timed alone
-    cuda::LceOp op(pp, cuda::LceStage::FusedEpilogue, padded);
-    DeviceBuffer ws(op.workspace_bytes());
-    const Timing user_part = time_it([&] {
-      op.run_prologue(ws.get(), c.stream);
-      op.run_user_gemm(ws.get(), c.stream);
-    }, c.iters, c.stream, c.flush.get(), c.flush_bytes);
-    const Timing cand_part = time_it([&] { op.run_candidates(out.get(), ws.get(), c.stream); },
-                                     c.iters, c.stream, c.flush.get(), c.flush_bytes);
-    op.finish();
-    report(c, s, t, r, "fused.part.user", user_part, 0, {"map check + user GEMM (cuBLAS)"});
-    report(c, s, t, r, "fused.part.cand", cand_part, 0, {"mma.sync candidate GEMM + epilogue"});
-    const double gap = fused.median_ms - user_part.median_ms - cand_part.median_ms;
-    std::printf("%-16s stage 4 input: fused %.3f ms = user part %.3f + candidate part %.3f %+.3f "
-                "(whole minus parts: launch gap / overlap)\n",
-                s.name.c_str(), fused.median_ms, user_part.median_ms, cand_part.median_ms, gap);
+    // stage-4 input: the parts of `fused` and `l2-chunked.ld` timed alone
+    for (auto [name, st, lay, prob] :
+         {std::tuple{std::string("fused"), cuda::LceStage::FusedEpilogue, padded, pp},
+          std::tuple{std::string("l2-chunked.ld"), cuda::LceStage::L2Chunked, padded, pp},
+          std::tuple{std::string("lt-epilogue.ld"), cuda::LceStage::LtEpilogue, padded, pp}}) {
+      cuda::LceOp op(prob, st, lay);
+      DeviceBuffer ws(op.workspace_bytes());
+      const Timing whole = time_it([&] { op.run(out.get(), ws.get(), c.stream); }, c.iters,
+                                   c.stream, c.flush.get(), c.flush_bytes);
+      const Timing user_part = time_it([&] {
+        op.run_prologue(ws.get(), c.stream);
+        op.run_user_gemm(ws.get(), c.stream);
+      }, c.iters, c.stream, c.flush.get(), c.flush_bytes);
+      const Timing cand_part = time_it([&] { op.run_candidates(out.get(), ws.get(), c.stream); },
+                                       c.iters, c.stream, c.flush.get(), c.flush_bytes);
+      op.finish();
+      report(c, s, t, r, name + ".part.user", user_part, 0, {"map check + user GEMM (cuBLAS)"});
+      report(c, s, t, r, name + ".part.cand", cand_part, 0, op.paths());
+      std::printf("%-16s stage 4 input (%s): whole %.3f ms = user part %.3f + candidate part "
+                  "%.3f %+.3f (whole minus parts: launch gap / overlap)\n",
+                  s.name.c_str(), name.c_str(), whole.median_ms, user_part.median_ms,
+                  cand_part.median_ms, whole.median_ms - user_part.median_ms - cand_part.median_ms);
+      c.results.push_back({{"shape", s.name}, {"dtype", to_string(t)},
+                           {"rounding", ikbo::to_string(r)}, {"stage4_input", name},
+                           {"whole_ms", whole.median_ms}, {"user_part_ms", user_part.median_ms},
+                           {"candidate_part_ms", cand_part.median_ms}});
+    }
+    // the cuBLAS candidate GEMM alone (K padded), into the part type: the floor of the cuBLAS
+    // stages
+    {
+      const DType part = r == ikbo::LceRounding::RoundOnce ? DType::F32 : t;
+      DeviceBuffer tmp(s.B * MN * dtype_size(part));
+      const float one = 1, zero = 0;
+      check(cublasSetStream(c.handle, c.stream), "set stream");
+      const Timing tm = time_it([&] {
+        check(cublasGemmStridedBatchedEx(c.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.N, s.M, kcp, &one,
+                                         e_cp.get(), cuda_type(t), s.N, kcp * s.N, w_cp.get(),
+                                         cuda_type(t), kcp, 0, &zero, tmp.get(),
+                                         part == DType::F32 ? CUDA_R_32F : cuda_type(t), s.N, MN,
+                                         s.B, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "candidate GEMM alone");
+      }, c.iters, c.stream, c.flush.get(), c.flush_bytes);
+      report(c, s, t, r, "cublas.cand-gemm.only", tm, 0, {"K padded, out " + to_string(part)});
+    }
   }
 
   // baseline: broadcast + one GEMM on the concatenated K
@@ -370,6 +429,51 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
     report(c, s, t, r, "baseline", tm, diff,
            {"gather [B, K_u+K_c, N] + cuBLAS strided batched GEMM"});
   }
+}
+
+/// Stage 3 finding: which cuBLASLt epilogue configurations this toolkit's heuristic accepts for
+/// the candidate matmul (column-major: D[b] (N×M) = E[b] (N×K) · W (K×M) + C[b]), batch B,
+/// strided (C batch stride 0: one user's result broadcast) or pointer-array (C[b] = user row
+/// u(b): any map), C in FP32 (RoundOnce exact) or in the output type (rounds the user part
+/// first: neither policy).
+void probe_cublaslt(const Shape& s, DType t) {
+  cublasLtHandle_t h;
+  check(cublasLtCreate(&h), "cublasLtCreate");
+  const std::int64_t k = (s.K_c + 7) / 8 * 8;
+  for (bool ptr : {false, true})
+    for (bool c32 : {true, false}) {
+      cublasLtMatmulDesc_t op;
+      check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+      cublasLtMatrixLayout_t L[4];
+      const cudaDataType ct = c32 ? CUDA_R_32F : cuda_type(t);
+      const std::int64_t dims[4][4] = {{s.N, k, s.N, k * s.N}, {k, s.M, k, 0}, {s.N, s.M, s.N, 0},
+                                       {s.N, s.M, s.N, s.M * s.N}};
+      const cudaDataType types[4] = {cuda_type(t), cuda_type(t), ct, cuda_type(t)};
+      const int32_t count = static_cast<int32_t>(s.B);
+      const uint32_t mode = ptr ? CUBLASLT_BATCH_MODE_POINTER_ARRAY : CUBLASLT_BATCH_MODE_STRIDED;
+      for (int i = 0; i < 4; ++i) {
+        check(cublasLtMatrixLayoutCreate(&L[i], types[i], dims[i][0], dims[i][1], dims[i][2]), "layout");
+        check(cublasLtMatrixLayoutSetAttribute(L[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, 4), "count");
+        check(cublasLtMatrixLayoutSetAttribute(L[i], CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, 4), "mode");
+        if (!ptr)
+          check(cublasLtMatrixLayoutSetAttribute(L[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                 &dims[i][3], 8), "stride");
+      }
+      cublasLtMatmulPreference_t pref;
+      check(cublasLtMatmulPreferenceCreate(&pref), "pref");
+      const std::size_t ws = 32ull << 20;
+      check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "pref ws");
+      cublasLtMatmulHeuristicResult_t res[8];
+      int found = 0;
+      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, L[0], L[1], L[2], L[3], pref, 8, res, &found);
+      std::printf("cuBLASLt probe %s: %-13s C %-4s D %-4s -> %s, %d algorithms\n", to_string(t).c_str(),
+                  ptr ? "pointer-array" : "strided", c32 ? "fp32" : to_string(t).c_str(),
+                  to_string(t).c_str(), cublasGetStatusName(st), found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      for (auto& l : L) cublasLtMatrixLayoutDestroy(l);
+      cublasLtMatmulDescDestroy(op);
+    }
+  cublasLtDestroy(h);
 }
 
 constexpr const char* kUsage =
@@ -421,6 +525,8 @@ int ikbo_lce_main(int argc, char** argv) {
               "variant", "med_ms", "min_ms", "max_ms", "TFLOP/s", "%cuBLAS", "rel_diff", "paths");
 
   const Shape published{"ikbo-lce", 1024, 15};
+  probe_cublaslt(published, DType::F16);
+  probe_cublaslt(published, DType::BF16);
   const DType dtypes[] = {DType::F16, DType::BF16};
   for (DType t : dtypes) {
     if (quick && t != DType::F16) continue;

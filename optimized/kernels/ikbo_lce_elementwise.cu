@@ -30,23 +30,22 @@ __global__ void lce_pad_rows_kernel(const E* __restrict__ src, std::int64_t ld_s
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / ld_dst, c = i - r * ld_dst;
-    dst[i] = c < cols ? src[r * ld_src + c] : E{};
+    dst[i] = c < cols ? src[r * ld_src + c] : E{};  // uint4{} is all zero bits
   }
 }
 
-/// One thread per VEC consecutive elements of one candidate's [M·N] block (VEC = 8 when M·N % 8
-/// == 0 and every pointer is 16-byte aligned, else 1).
+/// Grid (x: VEC-element pieces of one candidate's [M·N] block, y: candidates, looping by gridDim.y
+/// when B > 65535): one thread per VEC consecutive elements (VEC = 8 when M·N % 8 == 0 and every
+/// pointer is 16-byte aligned, else 1). The candidate's user row is read once per block.
 template <class T, class C, int VEC>
 __global__ void lce_gather_add_kernel(const C* __restrict__ cand, const C* __restrict__ user,
                                       const std::int32_t* __restrict__ map, T* __restrict__ out,
                                       std::int64_t B, std::int64_t MN,
                                       const unsigned long long* map_error) {
   if (fatal_aborted(map_error)) return;
-  const std::int64_t per_row = MN / VEC;
-  const std::int64_t n = B * per_row;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t b = i / per_row, e = (i - b * per_row) * VEC;
+  const std::int64_t e = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) * VEC;
+  if (e >= MN) return;
+  for (std::int64_t b = blockIdx.y; b < B; b += gridDim.y) {
     const C* cp = cand + b * MN + e;
     const C* up = user != nullptr ? user + static_cast<std::int64_t>(__ldg(map + b)) * MN + e : nullptr;
     float c[VEC], u[VEC];
@@ -82,6 +81,18 @@ __global__ void lce_gather_add_kernel(const C* __restrict__ cand, const C* __res
   }
 }
 
+__global__ void lce_lt_pointers_kernel(LceLtPointersArgs a) {
+  const bool bad = fatal_aborted(a.map_error);
+  for (std::int64_t b = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; b < a.B;
+       b += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    a.a[b] = static_cast<const char*>(a.e) + b * a.e_stride;
+    a.b[b] = a.w;
+    const std::int64_t u = bad ? 0 : __ldg(a.cand_to_user + b);
+    a.c[b] = a.user != nullptr ? static_cast<const char*>(a.user) + u * a.user_stride : a.scratch;
+    a.d[b] = bad ? a.scratch : static_cast<char*>(a.out) + b * a.out_stride;
+  }
+}
+
 template <class T, class C>
 void gather_add_t(const LceGatherAddArgs& a, cudaStream_t s) {
   const auto aligned = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
@@ -90,13 +101,15 @@ void gather_add_t(const LceGatherAddArgs& a, cudaStream_t s) {
   const auto* cand = static_cast<const C*>(a.cand);
   const auto* user = static_cast<const C*>(a.user);
   auto* out = static_cast<T*>(a.out);
-  if (vec) {
-    lce_gather_add_kernel<T, C, 8><<<grid_for(a.B * (a.MN / 8), kBlock), kBlock, 0, s>>>(
-        cand, user, a.cand_to_user, out, a.B, a.MN, a.map_error);
-  } else {
-    lce_gather_add_kernel<T, C, 1><<<grid_for(a.B * a.MN, kBlock), kBlock, 0, s>>>(
-        cand, user, a.cand_to_user, out, a.B, a.MN, a.map_error);
-  }
+  const int vec_w = vec ? 8 : 1;
+  const dim3 grid(static_cast<unsigned>((a.MN / vec_w + kBlock - 1) / kBlock),
+                  static_cast<unsigned>(a.B < 65535 ? a.B : 65535));
+  if (vec)
+    lce_gather_add_kernel<T, C, 8><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out, a.B,
+                                                           a.MN, a.map_error);
+  else
+    lce_gather_add_kernel<T, C, 1><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out, a.B,
+                                                           a.MN, a.map_error);
   check_launch("lce gather-add");
 }
 
@@ -114,6 +127,17 @@ void launch_lce_pad_rows(const void* src, std::int64_t ld_src, void* dst, std::i
                          std::int64_t rows, std::int64_t cols, std::size_t elem_bytes,
                          cudaStream_t stream) {
   if (rows <= 0 || ld_dst <= 0) return;
+  const auto b16 = [](std::int64_t elems, std::size_t es) { return (elems * static_cast<std::int64_t>(es)) % 16 == 0; };
+  if (b16(cols, elem_bytes) && b16(ld_src, elem_bytes) && b16(ld_dst, elem_bytes) &&
+      ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) & 15u) == 0) {
+    // 16-byte units (E items, padded weight rows of a multiple of 8 / 4 elements)
+    const std::int64_t per = static_cast<std::int64_t>(16 / elem_bytes);
+    lce_pad_rows_kernel<<<grid_for(rows * ld_dst / per, kBlock, 8192), kBlock, 0, stream>>>(
+        static_cast<const uint4*>(src), ld_src / per, static_cast<uint4*>(dst), ld_dst / per, rows,
+        cols / per);
+    check_launch("lce pad rows (16-byte)");
+    return;
+  }
   const unsigned g = grid_for(rows * ld_dst, kBlock, 4096);
   if (elem_bytes == 2)
     lce_pad_rows_kernel<<<g, kBlock, 0, stream>>>(static_cast<const std::uint16_t*>(src), ld_src,
@@ -122,6 +146,12 @@ void launch_lce_pad_rows(const void* src, std::int64_t ld_src, void* dst, std::i
     lce_pad_rows_kernel<<<g, kBlock, 0, stream>>>(static_cast<const std::uint32_t*>(src), ld_src,
                                                   static_cast<std::uint32_t*>(dst), ld_dst, rows, cols);
   check_launch("lce pad weights");
+}
+
+void launch_lce_lt_pointers(const LceLtPointersArgs& args, cudaStream_t stream) {
+  if (args.B <= 0) return;
+  lce_lt_pointers_kernel<<<grid_for(args.B, kBlock, 1024), kBlock, 0, stream>>>(args);
+  check_launch("lce cuBLASLt pointer arrays");
 }
 
 void launch_lce_gather_add(DType storage, bool round_once, const LceGatherAddArgs& a,

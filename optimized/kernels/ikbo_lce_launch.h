@@ -61,4 +61,28 @@ struct LceFusedArgs {
 bool lce_fused_vectorized(const LceFusedArgs& a);
 void launch_lce_fused(DType storage, bool round_once, const LceFusedArgs& a, cudaStream_t stream);
 
+/// LtEpilogue stage: the pointer arrays of cuBLASLt's pointer-array batched matmul, per candidate
+/// b: a[b] = e + b·e_stride, b_[b] = w, c[b] = user + u(b)·user_stride (user null: scratch),
+/// d[b] = out + b·out_stride (strides in bytes). If the map check failed (map_error set) the map
+/// is not read: every d[b] points at `scratch` and every c[b] at user row 0 (or scratch), so the
+/// GEMM writes nothing into out.
+struct LceLtPointersArgs {
+  const void* e = nullptr;
+  std::size_t e_stride = 0;
+  const void* w = nullptr;
+  const void* user = nullptr;
+  std::size_t user_stride = 0;
+  void* out = nullptr;
+  std::size_t out_stride = 0;
+  const std::int32_t* cand_to_user = nullptr;
+  std::int64_t B = 0;
+  const unsigned long long* map_error = nullptr;
+  void* scratch = nullptr;
+  const void** a = nullptr;
+  const void** b = nullptr;
+  const void** c = nullptr;
+  void** d = nullptr;
+};
+void launch_lce_lt_pointers(const LceLtPointersArgs& args, cudaStream_t stream);
+
 }  // namespace tbe::cuda::detail

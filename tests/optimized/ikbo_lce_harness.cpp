@@ -30,16 +30,18 @@ cudaStream_t lce_test_stream() {
 
 std::int64_t nonneg(std::int64_t x) { return x < 0 ? 0 : x; }
 
-/// Host copy of a [rows, K] weight in rows of `ld` elements, extra columns NaN.
-std::vector<std::byte> padded_weight(const void* w, DType st, std::int64_t rows, std::int64_t K,
-                                     std::int64_t ld) {
+/// Host copy of `items` blocks of [rows, cols] (row stride cols) as blocks of [rows_to, cols_to]
+/// with zeros in the new rows and columns.
+std::vector<std::byte> zero_padded(const void* src, DType st, std::int64_t items, std::int64_t rows,
+                                   std::int64_t cols, std::int64_t rows_to, std::int64_t cols_to) {
   const std::size_t es = dtype_size(st);
-  std::vector<std::byte> out(static_cast<std::size_t>(rows * ld) * es);
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t k = 0; k < ld; ++k)
-      store_from_double(st, out.data(), r * ld + k,
-                        k < K ? load_as_double(st, w, r * K + k)
-                              : std::numeric_limits<double>::quiet_NaN());
+  std::vector<std::byte> out(static_cast<std::size_t>(items * rows_to * cols_to) * es);
+  for (std::int64_t i = 0; i < items; ++i)
+    for (std::int64_t r = 0; r < rows_to; ++r)
+      for (std::int64_t c = 0; c < cols_to; ++c)
+        store_from_double(st, out.data(), (i * rows_to + r) * cols_to + c,
+                          r < rows && c < cols ? load_as_double(st, src, (i * rows + r) * cols + c)
+                                               : 0.0);
   return out;
 }
 
@@ -73,7 +75,8 @@ LceOutcome run_lce_reference(const ikbo::LceProblem& p) {
   return o;
 }
 
-LceOutcome run_lce_gpu(const ikbo::LceProblem& p, cuda::LceStage stage, const LceWeights& weights) {
+LceOutcome run_lce_gpu(const ikbo::LceProblem& p, cuda::LceStage stage, const LcePadding& padding,
+                       const cuda::LceTuning& tuning) {
   LceOutcome o;
   const DType st = p.policy.storage;
   const std::size_t es = dtype_size(st);
@@ -85,22 +88,27 @@ LceOutcome run_lce_gpu(const ikbo::LceProblem& p, cuda::LceStage stage, const Lc
   };
   ikbo::LceProblem dp = p;
   cuda::LceLayout layout;
-  cuda::DeviceBuffer w_c, w_u;
-  if (weights.pad_to_c > 0 && p.w_c != nullptr) {
-    const auto h = padded_weight(p.w_c, st, M, K_c, weights.pad_to_c);
-    w_c = cuda::DeviceBuffer(h.data(), h.size());
-    layout.w_c_ld = weights.pad_to_c;
+  cuda::DeviceBuffer w_c, w_u, e_c, e_u;
+  if (padding.k_c_pad > 0 && p.w_c != nullptr && p.e_c != nullptr) {
+    const auto w = zero_padded(p.w_c, st, 1, M, K_c, M, padding.k_c_pad);
+    const auto e = zero_padded(p.e_c, st, B, K_c, N, padding.k_c_pad, N);
+    w_c = cuda::DeviceBuffer(w.data(), w.size());
+    e_c = cuda::DeviceBuffer(e.data(), e.size());
+    layout.k_c_pad = padding.k_c_pad;
   } else {
     w_c = upload(p.w_c, M * K_c);
+    e_c = upload(p.e_c, B * K_c * N);
   }
-  if (weights.pad_to_u > 0 && p.w_u != nullptr) {
-    const auto h = padded_weight(p.w_u, st, M, K_u, weights.pad_to_u);
-    w_u = cuda::DeviceBuffer(h.data(), h.size());
-    layout.w_u_ld = weights.pad_to_u;
+  if (padding.k_u_pad > 0 && p.w_u != nullptr && p.e_u != nullptr) {
+    const auto w = zero_padded(p.w_u, st, 1, M, K_u, M, padding.k_u_pad);
+    const auto e = zero_padded(p.e_u, st, U, K_u, N, padding.k_u_pad, N);
+    w_u = cuda::DeviceBuffer(w.data(), w.size());
+    e_u = cuda::DeviceBuffer(e.data(), e.size());
+    layout.k_u_pad = padding.k_u_pad;
   } else {
     w_u = upload(p.w_u, M * K_u);
+    e_u = upload(p.e_u, U * K_u * N);
   }
-  cuda::DeviceBuffer e_c = upload(p.e_c, B * K_c * N), e_u = upload(p.e_u, U * K_u * N);
   cuda::DeviceBuffer map = p.cand_to_user != nullptr
                                ? cuda::DeviceBuffer(p.cand_to_user, static_cast<std::size_t>(B) * 4)
                                : cuda::DeviceBuffer();
@@ -126,7 +134,7 @@ LceOutcome run_lce_gpu(const ikbo::LceProblem& p, cuda::LceStage stage, const Lc
     return all;
   };
   try {
-    cuda::LceOp op(dp, stage, layout);
+    cuda::LceOp op(dp, stage, layout, tuning);
     o.paths = op.paths();
     out_bytes = static_cast<std::size_t>(B * M * N) * es;
     out = cuda::DeviceBuffer(out_bytes + kLceSentinelBytes);

@@ -26,10 +26,10 @@ struct LceOutcome {
 };
 std::string to_string(const LceOutcome& o);
 
-/// How the weights reach the op: dense (ld = K) or copied into rows of `pad_to` >= K elements
-/// whose extra columns hold NaN (LceLayout; they must never be used).
-struct LceWeights {
-  std::int64_t pad_to_c = 0, pad_to_u = 0;  ///< 0: dense
+/// How the tensors reach the op: dense, or K padded with zeros (LceLayout: W [M, k_pad] with zero
+/// columns, E [batch, k_pad, N] with zero rows), as a model that keeps padded tensors has them.
+struct LcePadding {
+  std::int64_t k_c_pad = 0, k_u_pad = 0;  ///< 0: dense
 };
 
 /// The reference (lce_reference, validate, validate_map) on the host problem.
@@ -39,7 +39,7 @@ LceOutcome run_lce_reference(const ikbo::LceProblem& p);
 /// uploaded for a null pointer), canaries on. Shapes that validate() rejects reach LceOp, which
 /// must throw before touching anything.
 LceOutcome run_lce_gpu(const ikbo::LceProblem& p, cuda::LceStage stage,
-                       const LceWeights& weights = {});
+                       const LcePadding& padding = {}, const cuda::LceTuning& tuning = {});
 inline constexpr std::size_t kLceSentinelBytes = 256;
 
 /// Number of elements whose bytes differ (-1 if the sizes differ).

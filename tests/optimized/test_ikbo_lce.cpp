@@ -3,6 +3,7 @@
 // inputs (every sum exact), canaries (NaN-poisoned output, sentinels past its end), the map check
 // (out-of-range value -> the reference's InvalidArgument, output bitwise untouched) and invalid
 // shapes (the reference's InvalidArgument, nothing launched).
+#include <algorithm>
 #include <climits>
 #include <memory>
 #include <string>
@@ -25,7 +26,21 @@ using tbe::ikbo::MapKind;
 
 namespace {
 
-constexpr LceStage kStages[] = {LceStage::Decomposed, LceStage::PaddedK, LceStage::FusedEpilogue};
+constexpr LceStage kStages[] = {LceStage::Decomposed, LceStage::PaddedK, LceStage::FusedEpilogue,
+                                LceStage::L2Chunked, LceStage::LtEpilogue};
+
+/// The stage LceOp reports running: FusedEpilogue on F32 and LtEpilogue under Published, on F32
+/// or where cuBLASLt rejects the configuration run PaddedK.
+bool runs_as_requested(LceStage stage, DType st, LceRounding r, const std::vector<std::string>& paths) {
+  if (stage == LceStage::FusedEpilogue && st == DType::F32) return paths.front() == "lce.padded-k";
+  if (stage == LceStage::LtEpilogue && (st == DType::F32 || r == LceRounding::Published))
+    return paths.front() == "lce.padded-k";
+  if (stage == LceStage::LtEpilogue && paths.front() == "lce.padded-k")
+    return std::any_of(paths.begin(), paths.end(), [](const std::string& x) {
+      return x.rfind("lce.lt-epilogue.unsupported", 0) == 0;
+    });
+  return paths.front() == "lce." + cuda::to_string(stage);
+}
 
 std::int64_t round_up8(std::int64_t x) { return (x + 7) / 8 * 8; }
 
@@ -110,28 +125,31 @@ TEST_CASE("ikbo lce: every stage, storage type and rounding policy in the enclos
           INFO(s << " stage=" << cuda::to_string(stage));
           const LceOutcome gpu = run_lce_gpu(p, stage);
           require_in_enclosure(p, gpu);
-          const std::string expect = "lce." + cuda::to_string(st == DType::F32 && stage == LceStage::FusedEpilogue
-                                                                  ? LceStage::PaddedK : stage);
-          REQUIRE(gpu.paths.front() == expect);
+          REQUIRE(runs_as_requested(stage, st, r, gpu.paths));
         }
       }
 }
 
-TEST_CASE("ikbo lce: random shapes, maps and layouts in the enclosure", "[gpu][ikbo]") {
+TEST_CASE("ikbo lce: random shapes, maps, layouts and chunkings in the enclosure", "[gpu][ikbo]") {
   rc::prop("GPU output in the enclosure; bitwise the reference's on small integers", [] {
     const ikbo_test::LceSpec s = *gen_gpu_lce_spec();
     const LceStage stage = *rc::gen::elementOf(std::vector<LceStage>(std::begin(kStages), std::end(kStages)));
-    // caller-padded weight rows (NaN in the padding) half of the time
-    LceWeights w;
+    // caller-padded tensors (zero padding of K, as a model keeps them) half of the time
+    LcePadding pad;
     if (*rc::gen::arbitrary<bool>()) {
-      w.pad_to_c = round_up8(s.shape.K_c) + *rc::gen::elementOf(std::vector<std::int64_t>{0, 8});
-      if (s.shape.K_u > 0) w.pad_to_u = round_up8(s.shape.K_u);
+      pad.k_c_pad = round_up8(s.shape.K_c) + *rc::gen::elementOf(std::vector<std::int64_t>{0, 8});
+      if (s.shape.K_u > 0) pad.k_u_pad = round_up8(s.shape.K_u);
     }
-    RC_LOG() << s << " stage=" << cuda::to_string(stage) << " w_c_ld=" << w.pad_to_c
-             << " w_u_ld=" << w.pad_to_u << "\n";
+    // L2Chunked: chunks of a few candidates (several chunks, a last partial one), both schedules
+    cuda::LceTuning tuning;
+    tuning.chunk_candidates = *rc::gen::elementOf(std::vector<std::int64_t>{0, 1, 2, 5});
+    tuning.overlap = *rc::gen::arbitrary<bool>();
+    RC_LOG() << s << " stage=" << cuda::to_string(stage) << " k_c_pad=" << pad.k_c_pad
+             << " k_u_pad=" << pad.k_u_pad << " chunk=" << tuning.chunk_candidates
+             << " overlap=" << tuning.overlap << "\n";
     const ikbo::LceCase c = ikbo_test::build(s);
     const ikbo::LceProblem p = c.view();
-    const LceOutcome gpu = run_lce_gpu(p, stage, w);
+    const LceOutcome gpu = run_lce_gpu(p, stage, pad, tuning);
     RC_LOG() << to_string(gpu) << "\n";
     RC_ASSERT(gpu.kind == LceOutcome::Kind::Ok);
     RC_ASSERT(gpu.sentinels_intact);
@@ -227,11 +245,18 @@ TEST_CASE("ikbo lce: CUDA limits are InvalidArgument before any launch", "[gpu][
   const LceOutcome gpu = run_lce_gpu(p, LceStage::Decomposed);
   REQUIRE(gpu.kind == LceOutcome::Kind::InvalidArgument);
   REQUIRE(gpu.argument == "lce.policy.accumulation");
-  // a layout stride below K
+  // a K pad below K or not a multiple of 8
   const ikbo::LceProblem q = c.view();
-  cuda::LceLayout bad;
-  bad.w_c_ld = q.K_c - 1;
-  REQUIRE_THROWS_AS(cuda::LceOp(q, LceStage::PaddedK, bad), InvalidArgument);
+  for (std::int64_t bad_pad : {q.K_c - 1, q.K_c + 1}) {
+    cuda::LceLayout bad;
+    bad.k_c_pad = bad_pad;
+    try {
+      cuda::LceOp op(q, LceStage::PaddedK, bad);
+      FAIL("no error for k_c_pad = " << bad_pad);
+    } catch (const InvalidArgument& e) {
+      REQUIRE(e.argument() == "layout.k_c_pad");
+    }
+  }
 }
 
 TEST_CASE("ikbo lce: the CUDA IKBO backend runs LceOp and delegates attention", "[gpu][ikbo]") {

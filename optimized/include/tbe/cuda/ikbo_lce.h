@@ -32,33 +32,60 @@ namespace tbe::cuda {
 
 /// The published optimization stages of IKBO LCE (ikbo.md "Stages"), each selectable so that
 /// tbe-bench ikbo-lce can show its effect. Semantics (the policy's rounding points) never depend
-/// on the stage.
+/// on the stage. optimized/README.md ("IKBO LCE") has the measurements.
 enum class LceStage : std::uint8_t {
   /// (1) user GEMM at batch U and candidate GEMM at batch B (cuBLAS strided batched, W shared:
-  /// stride 0 on the W operand) on the tensors as given, into workspace buffers; then a
-  /// gather-add kernel writes out[b] = cand[b] + user[u(b)] with the policy's rounding.
+  /// stride 0 on the W operand) on the tensors as given (K as the layout says), into workspace
+  /// buffers [B, M, N]; then a gather-add kernel writes out[b] = cand[b] + user[u(b)] with the
+  /// policy's rounding.
   Decomposed,
-  /// (2) as (1) with the weights' rows padded to a multiple of 8 elements (16-byte aligned rows:
-  /// TMA / 16-byte tile loads). Only the weights need it: E is [K, N] row-major, so its rows are
-  /// N long and K is its outer dimension. The op copies W_c, W_u into the workspace with zero
-  /// padding (≈ 0.8 MB at the published shape), unless LceLayout says they are already padded.
+  /// (2) as (1) with K padded to a multiple of 8 (zero padding: exact same sums). cuBLAS picks
+  /// its fast (TMA/wgmma) kernels only when K % 8 == 0: padding the weights' rows alone (K kept)
+  /// was measured no faster. Padded tensors come from the caller (LceLayout: the model keeps its
+  /// weights and activations padded, so nothing is copied) or else the op pads W and E into the
+  /// workspace inside run() (a copy of E_c: measured, tbe-bench variant "padded-k").
   PaddedK,
-  /// (3) the gather-add fused into the candidate GEMM's epilogue: a tensor-core (mma.sync
-  /// m16n8k16) kernel over (candidate, M tile, N tile) whose epilogue adds the user row u(b) of
-  /// the user GEMM's result (cuBLAS, in the workspace) with the policy's rounding. Any map: the
-  /// user row is addressed per candidate, no sorting or grouping. 16-bit storage only; F32 runs
-  /// PaddedK (reported in paths()).
+  /// (3a) the gather-add fused into the candidate GEMM's epilogue: a tensor-core (mma.sync
+  /// m16n8k16) kernel over (candidate, 64-row M tile, 256-column N tile) whose epilogue adds row
+  /// u(b) of the user GEMM's result (cuBLAS, workspace) with the policy's rounding. Any map: the
+  /// user row is addressed per candidate, no sorting or grouping. Needs no padded E (K tail
+  /// zero-filled in shared memory); W is padded into the workspace unless the layout is.
+  /// 16-bit storage only (F32 runs PaddedK, reported in paths()).
   FusedEpilogue,
+  /// (3b) the gather-add fused at the level of L2: PaddedK's cuBLAS candidate GEMM runs on chunks
+  /// of candidates whose result buffer (double-buffered, LceTuning) stays in L2, and the
+  /// gather-add of a chunk runs right after its GEMM, on a second stream, overlapping the next
+  /// chunk's GEMM. The [B, M, N] intermediate never reaches DRAM as a whole. Any map; exact
+  /// policy rounding (the epilogue of cuBLAS(Lt) cannot express either policy: it rounds
+  /// alpha·acc + beta·C once with C in the output type, see the README).
+  L2Chunked,
+  /// (3c) the gather-add in cuBLASLt's epilogue: one pointer-array batched matmul (K padded as
+  /// in PaddedK) with C[b] = row u(b) of the FP32 user result and D[b] = out[b]: D = round(acc +
+  /// C), exactly RoundOnce's single rounding of the FP32 sum. Any map (pointers per candidate,
+  /// built on the device after the map check; on a bad map every D points at a workspace
+  /// scratch). Published cannot be expressed by an epilogue that rounds once (it rounds the
+  /// candidate part first), nor can cuBLASLt configurations this toolkit's heuristics reject:
+  /// those run PaddedK, reported in paths() ("lce.lt-epilogue.unsupported").
+  LtEpilogue,
 };
-std::string to_string(LceStage s);  ///< "decomposed", "padded-k", "fused-epilogue"
+/// "decomposed", "padded-k", "fused-epilogue", "l2-chunked", "lt-epilogue"
+std::string to_string(LceStage s);
 
-/// Storage layout the caller may already have (the model keeps padded weight tensors).
+/// Storage layout the caller already has: K padded with zeros (the model keeps padded tensors).
 struct LceLayout {
-  /// Row stride of w_c / w_u in elements (0: K_c / K_u, i.e. dense). A stride > K means the
-  /// columns [K, stride) exist in memory (their values are never used); a stride that is a
-  /// multiple of 8 lets PaddedK / FusedEpilogue use the weights as they are.
-  std::int64_t w_c_ld = 0;
-  std::int64_t w_u_ld = 0;
+  /// 0: dense tensors. Else a multiple of 8 >= K_c: w_c is [M, k_c_pad] with columns
+  /// [K_c, k_c_pad) zero and e_c is [B, k_c_pad, N] with rows [K_c, k_c_pad) zero.
+  std::int64_t k_c_pad = 0;
+  /// Same for w_u [M, k_u_pad] and e_u [U, k_u_pad, N] (ignored when K_u = 0).
+  std::int64_t k_u_pad = 0;
+};
+
+/// Knobs of the L2Chunked stage (semantics unchanged; tbe-bench compares them).
+struct LceTuning {
+  /// Candidates per chunk; 0: as many as fit 2 result buffers in 24 MiB (L2 is 50-60 MB).
+  std::int64_t chunk_candidates = 0;
+  /// Gather-add of chunk i on a second stream while chunk i+1's GEMM runs (else one stream).
+  bool overlap = true;
 };
 
 /// One IKBO LCE on device memory.
@@ -71,23 +98,27 @@ struct LceLayout {
 class LceOp {
  public:
   /// Validates `p` (tbe::ikbo::validate: InvalidArgument naming the argument, before any launch),
-  /// checks the kernel limits (accumulation F32; storage F16, BF16 or F32; layout strides >= K),
-  /// plans the launches and creates a cuBLAS handle. No device memory is touched.
-  explicit LceOp(const ikbo::LceProblem& p, LceStage stage = LceStage::FusedEpilogue,
-                 const LceLayout& layout = {});
+  /// checks the kernel limits (accumulation F32; storage F16, BF16 or F32; layout pads multiples
+  /// of 8 >= K), plans the launches, creates a cuBLAS handle (and, for L2Chunked with overlap, a
+  /// second stream and events). No device memory is touched.
+  explicit LceOp(const ikbo::LceProblem& p, LceStage stage = LceStage::L2Chunked,
+                 const LceLayout& layout = {}, const LceTuning& tuning = {});
   ~LceOp();
   LceOp(const LceOp&) = delete;
   LceOp& operator=(const LceOp&) = delete;
   LceOp(LceOp&&) noexcept;
   LceOp& operator=(LceOp&&) noexcept;
 
-  /// Device workspace needed by run() (bytes, 256-aligned pieces inside): flag, padded weights,
-  /// the user GEMM's result [U, M, N] (FP32 under RoundOnce, storage under Published) and, for the
-  /// decomposed stages, the candidate GEMM's result [B, M, N] (same type).
+  /// Device workspace needed by run() (bytes, 256-aligned pieces inside): flag, padded copies
+  /// (weights; E for PaddedK / L2Chunked on a dense layout), the user GEMM's result [U, M, N]
+  /// (FP32 under RoundOnce, storage under Published) and the candidate GEMM's result (same type):
+  /// [B, M, N] for Decomposed / PaddedK, two chunks for L2Chunked, none for FusedEpilogue.
   std::size_t workspace_bytes() const;
 
-  /// Enqueues the map check, the weight padding (if planned), the user GEMM and the candidate
-  /// GEMM (+ gather-add) on `stream`. No host synchronization, no allocation by the op.
+  /// Enqueues the map check, the padding copies (if planned), the user GEMM and the candidate
+  /// GEMM (+ gather-add) on `stream` (L2Chunked with overlap forks to the op's second stream and
+  /// joins back: work enqueued on `stream` afterwards waits for all of it). No host
+  /// synchronization, no allocation by the op.
   void run(void* d_out, void* d_workspace, cudaStream_t stream = nullptr);
 
   /// Synchronizes the stream of the last run(). Throws InvalidArgument ("cand_to_user", the
@@ -95,13 +126,14 @@ class LceOp {
   /// a CUDA or cuBLAS error.
   void finish();
 
-  /// The stage that runs (FusedEpilogue on F32 storage runs PaddedK) and the kernels it uses, e.g.
-  /// {"lce.fused-epilogue", "lce.user-gemm.cublas", "lce.candidate-gemm.mma-sync.vec8"}.
+  /// The stage that runs (FusedEpilogue on F32 storage runs PaddedK) and what it uses, e.g.
+  /// {"lce.fused-epilogue", "lce.user-gemm.cublas", "lce.candidate-gemm.mma-sync.vec8"} or
+  /// {"lce.l2-chunked", ..., "lce.chunk=54", "lce.overlap"}.
   const std::vector<std::string>& paths() const;
   LceStage stage() const;
 
   // --- parts, for the benchmark's cost breakdown (each enqueues on `stream`, no sync) ---
-  /// Map check + weight padding only.
+  /// Map check + padding copies only.
   void run_prologue(void* d_workspace, cudaStream_t stream = nullptr);
   /// User GEMM only (after run_prologue on the same workspace).
   void run_user_gemm(void* d_workspace, cudaStream_t stream = nullptr);
