@@ -268,6 +268,15 @@ std::string fmt(const char* f, double v) {
 
 std::string coord_text(const ElementCoord& w) {
   std::string s = "(";
+  if (w.space == ElementCoord::Space::IkboLce) {
+    return s + "candidate " + std::to_string(w.sample) + ", m " + std::to_string(w.row) + ", n " +
+           std::to_string(w.column) + "; flat " + std::to_string(w.flat) + ")";
+  }
+  if (w.space == ElementCoord::Space::IkboAttention) {
+    return s + "row " + std::to_string(w.row) + ", candidate " + std::to_string(w.sample) +
+           ", head " + std::to_string(w.head) + ", d " + std::to_string(w.column) + "; flat " +
+           std::to_string(w.flat) + ")";
+  }
   if (w.lookup_row) {  // NONE: the row is a lookup position
     s += "row " + std::to_string(w.row);
     if (w.feature >= 0) {

@@ -17,6 +17,12 @@ void to_json(nlohmann::json& j, const ElementCoord& c) {
   j = nlohmann::json{{"feature", c.feature}, {"sample", c.sample}, {"rank", c.rank},
                      {"row", c.row},         {"column", c.column}, {"flat", c.flat},
                      {"lookup_row", c.lookup_row}};
+  // IKBO coordinates (forward_oracle.h ElementCoord::Space): the operator and the head.
+  if (c.space == ElementCoord::Space::IkboLce) j["space"] = "ikbo-lce";
+  if (c.space == ElementCoord::Space::IkboAttention) {
+    j["space"] = "ikbo-attention";
+    j["head"] = c.head;
+  }
 }
 
 void to_json(nlohmann::json& j, const ElementVerdict& v) {

@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tbe/errors.h"
@@ -56,11 +59,15 @@ struct LceProblem {
 /// Shapes, dtypes, null pointers (host metadata only; never dereferences data). Errors name the
 /// argument, value and limit, e.g. "lce.K_c: 0 must be >= 1".
 Status validate(const LceProblem& p);
+/// (added) Elements of the LCE output: B·M·N.
+std::int64_t lce_output_numel(const LceProblem& p);
 /// Map values (host pointer): "cand_to_user[7]: 15 outside [0, U=15)". Both backends check the
 /// map before computing; nothing is written on error.
 Status validate_map(std::span<const std::int32_t> cand_to_user, std::int64_t U);
 
-/// FP64 LCE: both parts exact in FP64 (Eigen), per element.
+/// FP64 LCE: both parts in FP64 (Eigen), per element. Order: every element sums its K products
+/// (each exact in FP64) in ascending k, so the result does not depend on blocking or threads and
+/// zero padding of K (a multiple of 8) leaves it unchanged (docs/ikbo.md).
 struct LceReference {
   std::vector<double> candidate_part;  ///< [B, M, N] w_c · e_c[b]
   std::vector<double> user_part;       ///< [B, M, N] w_u · e_u[u(b)]
@@ -90,11 +97,39 @@ struct AttentionProblem {
   std::int64_t total_keys() const { return jagged() ? k_offsets.back() : U * S; }
 };
 
+/// Shapes, dtypes, scale, null pointers and k_offsets (host metadata: k_offsets is read, the
+/// tensors never). The map is checked by validate_map(std::span(p.cand_to_user, p.B), p.U).
+/// Jagged mode ignores S (any S >= 0).
 Status validate(const AttentionProblem& p);
+/// (added) Elements of the attention output: B·n_seed·H·Dh.
+std::int64_t attention_output_numel(const AttentionProblem& p);
+/// (added) The scale in effect: p.scale, or 1/sqrt(Dh) when p.scale == 0.
+double attention_scale(const AttentionProblem& p);
+/// (added) Key range [first, last) of user u: [u·S, (u+1)·S) dense, k_offsets[u..u+1] jagged.
+std::pair<std::int64_t, std::int64_t> attention_key_range(const AttentionProblem& p,
+                                                          std::int64_t u);
 
 /// FP64 attention with a max-subtracted softmax: out [B·n_seed, H, Dh].
 std::vector<double> attention_reference_fp64(const AttentionProblem& p);
 /// The CPU fallback: attention_reference_fp64 rounded once (RNE) to policy.storage into `out`.
 void attention_reference(const AttentionProblem& p, void* out);
+
+/// The host-level IKBO operator interface that the reference (CPU fallback) and the CUDA backend
+/// (tbe::cuda::make_cuda_ikbo_backend, optimized/) both implement. Every pointer of the problem
+/// and `out` are HOST pointers; `out` holds lce_output_numel(p) / attention_output_numel(p)
+/// elements of p.policy.storage. Each call runs validate(p) and validate_map first and throws
+/// InvalidArgument on error; nothing is written to `out` then.
+class IkboBackend {
+ public:
+  virtual ~IkboBackend() = default;
+  /// "cpu-reference"; a backend that delegates an operator says so, e.g.
+  /// "cuda:<device> (attention: cpu-reference)".
+  virtual std::string name() const = 0;
+  virtual void lce(const LceProblem& p, void* out) = 0;
+  virtual void attention(const AttentionProblem& p, void* out) = 0;
+};
+
+/// The CPU reference backend: lce_reference and attention_reference (OpenMP over candidates).
+std::unique_ptr<IkboBackend> make_reference_ikbo_backend();
 
 }  // namespace tbe::ikbo

@@ -39,6 +39,11 @@ struct ElementCoord {
   std::int64_t column = -1;
   std::int64_t flat = -1;  ///< flat element index in the output buffer
   bool lookup_row = false; ///< (addition) true under NONE: `row` is a lookup position
+  /// (addition, IKBO) Which operator's coordinates these are (docs/oracle.md "IKBO"):
+  ///  - IkboLce: sample = candidate b, row = m, column = n;
+  ///  - IkboAttention: row = query row b·n_seed + i, sample = candidate b, head = h, column = d.
+  enum class Space : std::uint8_t { Tbe, IkboLce, IkboAttention } space = Space::Tbe;
+  std::int64_t head = -1;  ///< (addition) attention head h (IkboAttention only)
 };
 
 /// The judgement of one output element.
