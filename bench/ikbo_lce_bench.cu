@@ -1,12 +1,13 @@
 // tbe-bench ikbo-lce: timing of the IKBO linear compression stages (tbe::cuda::LceOp) against the
 // broadcast baseline, on the ikbo-lce shape (workloads.md) and its two sweeps.
 //
-//   tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick]
+//   tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]
+//                      [--sweep-rounding round-once|published]
 //
 // Shapes: M=433, N=256, K_u=1178, K_c=866; published B=1024, U=15 (≈70 candidates per user, sorted
 // map) in FP16 and BF16 under both rounding policies; sweep 1: B in {512, ..., 3072} at ≈70
 // candidates per user (U = ceil(B/70)); sweep 2: B = 1024 with {2, 5, 10, 50, 100, 1000}
-// candidates per user (U = ceil(1024/c)); sweeps in FP16, RoundOnce.
+// candidates per user (U = ceil(1024/c)); sweeps in FP16 (RoundOnce unless --sweep-rounding).
 // Variants, side by side on the same device inputs:
 //   baseline      broadcast by index_select (a gather kernel builds E[b] = [E_u[u(b)]; E_c[b]],
 //                 [B, K_u+K_c, N]) + one cuBLAS strided batched GEMM with W = [W_u | W_c]
@@ -377,6 +378,62 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
                            {"whole_ms", whole.median_ms}, {"user_part_ms", user_part.median_ms},
                            {"candidate_part_ms", cand_part.median_ms}});
     }
+    // stage-3 finding, timed: the epilogue fusion cuBLASLt accepts (pointer-array batch, C[b] =
+    // user row u(b) in the output type, beta = 1) -> D = round(acc + round(user)): one rounding
+    // fewer than Published, one more than RoundOnce, so not an op stage. Timed: the user GEMM
+    // (cuBLAS, 16-bit out) + the Lt matmul; the pointer arrays are built once, untimed.
+    {
+      cublasLtHandle_t lt;
+      check(cublasLtCreate(&lt), "cublasLtCreate");
+      cublasLtMatmulDesc_t op;
+      check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+      cublasLtMatrixLayout_t L[4];
+      const std::int64_t dims[4][3] = {{s.N, kcp, s.N}, {kcp, s.M, kcp}, {s.N, s.M, s.N}, {s.N, s.M, s.N}};
+      const int32_t count = static_cast<int32_t>(s.B);
+      const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+      for (int i = 0; i < 4; ++i) {
+        check(cublasLtMatrixLayoutCreate(&L[i], cuda_type(t), dims[i][0], dims[i][1], dims[i][2]), "layout");
+        check(cublasLtMatrixLayoutSetAttribute(L[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, 4), "count");
+        check(cublasLtMatrixLayoutSetAttribute(L[i], CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, 4), "mode");
+      }
+      cublasLtMatmulPreference_t pref;
+      check(cublasLtMatmulPreferenceCreate(&pref), "pref");
+      const std::size_t lt_ws = 32ull << 20;
+      check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws, sizeof lt_ws), "pref ws");
+      cublasLtMatmulHeuristicResult_t res{};
+      int found = 0;
+      check(cublasLtMatmulAlgoGetHeuristic(lt, op, L[0], L[1], L[2], L[3], pref, 1, &res, &found), "heuristic");
+      DeviceBuffer y16(s.U * MN * 2), ws(lt_ws);
+      std::vector<const void*> ptrs(4 * s.B);
+      for (std::int64_t b = 0; b < s.B; ++b) {
+        ptrs[b] = e_cp.as<char>() + b * kcp * s.N * 2;
+        ptrs[s.B + b] = w_cp.get();
+        ptrs[2 * s.B + b] = y16.as<char>() + hmap[b] * MN * 2;
+        ptrs[3 * s.B + b] = out.as<char>() + b * MN * 2;
+      }
+      DeviceBuffer d_ptrs(ptrs.data(), ptrs.size() * sizeof(void*));
+      const void** dp = d_ptrs.as<const void*>();
+      const float one = 1, zero = 0;
+      check(cublasSetStream(c.handle, c.stream), "set stream");
+      const Timing tm = time_it([&] {
+        check(cublasGemmStridedBatchedEx(c.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.N, s.M, kup, &one,
+                                         e_up.get(), cuda_type(t), s.N, kup * s.N, w_up.get(),
+                                         cuda_type(t), kup, 0, &zero, y16.get(), cuda_type(t), s.N,
+                                         MN, s.U, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "user GEMM");
+        check(cublasLtMatmul(lt, op, &one, dp, L[0], dp + s.B, L[1], &one, dp + 2 * s.B, L[2],
+                             const_cast<void*>(static_cast<const void*>(dp + 3 * s.B)), L[3],
+                             &res.algo, ws.get(), res.workspaceSize, c.stream),
+              "Lt matmul");
+      }, c.iters, c.stream, c.flush.get(), c.flush_bytes);
+      download(out, h_out);
+      report(c, s, t, r, "lt-c16.ld(no policy)", tm, relative_difference(t, h_out, h_ref),
+             {"cuBLASLt pointer-array, C = round(user) in " + to_string(t) + ": round(acc + C)"});
+      cublasLtMatmulPreferenceDestroy(pref);
+      for (auto& l : L) cublasLtMatrixLayoutDestroy(l);
+      cublasLtMatmulDescDestroy(op);
+      cublasLtDestroy(lt);
+    }
     // the cuBLAS candidate GEMM alone (K padded), into the part type: the floor of the cuBLAS
     // stages
     {
@@ -477,10 +534,12 @@ void probe_cublaslt(const Shape& s, DType t) {
 }
 
 constexpr const char* kUsage =
-    "usage: tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick]\n"
+    "usage: tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]\n"
+    "                          [--sweep-rounding round-once|published]\n"
     "  Times the IKBO LCE stages (decomposed, padded-k, fused epilogue; tbe::cuda::LceOp) and the\n"
     "  broadcast + one GEMM baseline on the ikbo-lce shape (FP16, BF16; both rounding policies)\n"
-    "  and its sweeps over B and candidates per user (FP16, round-once). CUDA events, median /\n"
+    "  and its sweeps over B and candidates per user (FP16, --sweep-rounding, default round-once).\n"
+    "  CUDA events, median /\n"
     "  min / max over N iterations after warm-up, L2 flushed between iterations; TFLOP/s on the\n"
     "  decomposed work 2*M*N*(B*K_c + U*K_u) and as % of a cuBLAS 8192^3 GEMM measured in the\n"
     "  same run. --quick: published shape FP16 only. Exits 77 when no CUDA device is visible.\n";
@@ -490,7 +549,8 @@ constexpr const char* kUsage =
 int ikbo_lce_main(int argc, char** argv) {
   Ctx c;
   std::string json_path;
-  bool sweeps = true, quick = false;
+  bool sweeps = true, quick = false, sweeps_only = false;
+  ikbo::LceRounding sweep_rounding = ikbo::LceRounding::RoundOnce;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -504,6 +564,9 @@ int ikbo_lce_main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--no-sweeps") sweeps = false;
     else if (a == "--quick") quick = true, sweeps = false;
+    else if (a == "--sweeps-only") sweeps_only = true;
+    else if (a == "--sweep-rounding") sweep_rounding = next() == "published" ? ikbo::LceRounding::Published
+                                                                             : ikbo::LceRounding::RoundOnce;
     else if (a == "--help" || a == "-h") return std::fputs(kUsage, stdout), 0;
     else return std::fputs(kUsage, stderr), 2;
   }
@@ -529,6 +592,7 @@ int ikbo_lce_main(int argc, char** argv) {
   probe_cublaslt(published, DType::BF16);
   const DType dtypes[] = {DType::F16, DType::BF16};
   for (DType t : dtypes) {
+    if (sweeps_only) break;
     if (quick && t != DType::F16) continue;
     for (ikbo::LceRounding r : {ikbo::LceRounding::RoundOnce, ikbo::LceRounding::Published}) {
       if (quick && r != ikbo::LceRounding::RoundOnce) continue;
@@ -537,11 +601,11 @@ int ikbo_lce_main(int argc, char** argv) {
   }
   if (sweeps) {
     for (std::int64_t B : {512, 1024, 1536, 2048, 2560, 3072})
-      run_shape(c, Shape{"B=" + std::to_string(B), B, (B + 69) / 70}, DType::F16,
-                ikbo::LceRounding::RoundOnce, false);
+      run_shape(c, Shape{"B=" + std::to_string(B), B, (B + 69) / 70}, DType::F16, sweep_rounding,
+                false);
     for (std::int64_t cpu : {2, 5, 10, 50, 100, 1000})
       run_shape(c, Shape{"cpu=" + std::to_string(cpu), 1024, (1024 + cpu - 1) / cpu}, DType::F16,
-                ikbo::LceRounding::RoundOnce, false);
+                sweep_rounding, false);
   }
   if (!json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"benchmark", "ikbo-lce"}, {"iters", c.iters},

@@ -35,8 +35,9 @@ __global__ void lce_pad_rows_kernel(const E* __restrict__ src, std::int64_t ld_s
 }
 
 /// Grid (x: VEC-element pieces of one candidate's [M·N] block, y: candidates, looping by gridDim.y
-/// when B > 65535): one thread per VEC consecutive elements (VEC = 8 when M·N % 8 == 0 and every
-/// pointer is 16-byte aligned, else 1). The candidate's user row is read once per block.
+/// when B > 65535): one thread per VEC consecutive elements (32 bytes of the part type: VEC = 8
+/// for FP32 parts, 16 for 16-bit parts, when M·N % VEC == 0 and every pointer is 16-byte aligned;
+/// else VEC = 1).
 template <class T, class C, int VEC>
 __global__ void lce_gather_add_kernel(const C* __restrict__ cand, const C* __restrict__ user,
                                       const std::int32_t* __restrict__ map, T* __restrict__ out,
@@ -66,10 +67,16 @@ __global__ void lce_gather_add_kernel(const C* __restrict__ cand, const C* __res
           u[0] = b0.x; u[1] = b0.y; u[2] = b0.z; u[3] = b0.w;
           u[4] = b1.x; u[5] = b1.y; u[6] = b1.z; u[7] = b1.w;
         }
-      } else {
-        RawRow<C, 8> r{__ldcs(reinterpret_cast<const uint4*>(cp))};
-        raw_to_float<C, 8>(r, c);
-        if (up != nullptr) load_row_vec<C, 8>(up, u);
+      } else {  // 16-bit: VEC = 16, two 16-byte loads issued back to back
+        static_assert(VEC == 16, "16-bit parts use 32-byte pieces");
+        const RawRow<C, 8> r0{__ldcs(reinterpret_cast<const uint4*>(cp))};
+        const RawRow<C, 8> r1{__ldcs(reinterpret_cast<const uint4*>(cp) + 1)};
+        raw_to_float<C, 8>(r0, *reinterpret_cast<float(*)[8]>(c));
+        raw_to_float<C, 8>(r1, *reinterpret_cast<float(*)[8]>(c + 8));
+        if (up != nullptr) {
+          load_row_vec<C, 8>(up, *reinterpret_cast<float(*)[8]>(u));
+          load_row_vec<C, 8>(up + 8, *reinterpret_cast<float(*)[8]>(u + 8));
+        }
       }
       if (up == nullptr)
         for (int k = 0; k < VEC; ++k) u[k] = 0.0f;
@@ -96,17 +103,18 @@ __global__ void lce_lt_pointers_kernel(LceLtPointersArgs a) {
 template <class T, class C>
 void gather_add_t(const LceGatherAddArgs& a, cudaStream_t s) {
   const auto aligned = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
-  const bool vec = a.MN % 8 == 0 && aligned(a.cand) && aligned(a.out) &&
+  constexpr int kVec = sizeof(C) == 4 ? 8 : 16;
+  const bool vec = a.MN % kVec == 0 && aligned(a.cand) && aligned(a.out) &&
                    (a.user == nullptr || aligned(a.user));
   const auto* cand = static_cast<const C*>(a.cand);
   const auto* user = static_cast<const C*>(a.user);
   auto* out = static_cast<T*>(a.out);
-  const int vec_w = vec ? 8 : 1;
+  const int vec_w = vec ? kVec : 1;
   const dim3 grid(static_cast<unsigned>((a.MN / vec_w + kBlock - 1) / kBlock),
                   static_cast<unsigned>(a.B < 65535 ? a.B : 65535));
   if (vec)
-    lce_gather_add_kernel<T, C, 8><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out, a.B,
-                                                           a.MN, a.map_error);
+    lce_gather_add_kernel<T, C, kVec><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out,
+                                                              a.B, a.MN, a.map_error);
   else
     lce_gather_add_kernel<T, C, 1><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out, a.B,
                                                            a.MN, a.map_error);

@@ -15,6 +15,6 @@ namespace tbe::cuda {
 /// uploaded or written), then runs LceOp with `stage` on device 0. Throws DeviceError if no
 /// device is visible.
 std::unique_ptr<ikbo::IkboBackend> make_cuda_ikbo_backend(
-    LceStage stage = LceStage::FusedEpilogue);
+    LceStage stage = LceStage::PaddedK);
 
 }  // namespace tbe::cuda

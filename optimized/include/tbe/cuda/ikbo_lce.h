@@ -32,7 +32,8 @@ namespace tbe::cuda {
 
 /// The published optimization stages of IKBO LCE (ikbo.md "Stages"), each selectable so that
 /// tbe-bench ikbo-lce can show its effect. Semantics (the policy's rounding points) never depend
-/// on the stage. optimized/README.md ("IKBO LCE") has the measurements.
+/// on the stage. optimized/README.md ("IKBO LCE") has the measurements; the default, PaddedK, was
+/// the fastest on H200 at the published shape and across both sweeps.
 enum class LceStage : std::uint8_t {
   /// (1) user GEMM at batch U and candidate GEMM at batch B (cuBLAS strided batched, W shared:
   /// stride 0 on the W operand) on the tensors as given (K as the layout says), into workspace
@@ -101,7 +102,7 @@ class LceOp {
   /// checks the kernel limits (accumulation F32; storage F16, BF16 or F32; layout pads multiples
   /// of 8 >= K), plans the launches, creates a cuBLAS handle (and, for L2Chunked with overlap, a
   /// second stream and events). No device memory is touched.
-  explicit LceOp(const ikbo::LceProblem& p, LceStage stage = LceStage::L2Chunked,
+  explicit LceOp(const ikbo::LceProblem& p, LceStage stage = LceStage::PaddedK,
                  const LceLayout& layout = {}, const LceTuning& tuning = {});
   ~LceOp();
   LceOp(const LceOp&) = delete;
