@@ -1,6 +1,7 @@
 // tbe-verify: the verification matrix of the TBE forward (precision policy x weighted x index
 // width x pooling x bounds-check mode x VBE) on the seed-large workload, the CUDA backend against
-// the FP64 reference through the enclosure oracle. With no GPU it says so and runs the reference
+// the FP64 reference through the enclosure oracle; then the IKBO rows (LCE and attention on the
+// IKBO backend, judged by the IKBO oracle). With no GPU it says so and runs the reference
 // self-checks instead, reporting every GPU row as skipped. See --help.
 #include <omp.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "tbe/backend.h"
 #include "tbe/errors.h"
 #include "verify/case_commands.h"
+#include "verify/ikbo_rows.h"
 #include "verify/matrix.h"
 #include "verify/report.h"
 #include "verify/runner.h"
@@ -68,6 +70,12 @@ Options:
   --save-failures-max N
                      write at most N failing cases (default 4; 0 writes none): seed-large
                      tables are large (up to 1.6 GB per case for fp32)
+  --ikbo-only        run only the IKBO rows (op lce | attention x dtype fp16 | bf16 (+ fp32 on
+                     the CPU reference) x map sorted | unsorted | users-without-candidates |
+                     one-user | u-eq-b), on ikbo-lce at B = 16 and ikbo-fa at B = 32, U = 8,
+                     S = 128 (docs/ikbo.md); the IKBO backend follows --backend
+  --no-ikbo          skip the IKBO rows (by default they run after the TBE matrix)
+  --ikbo-rounding R  LCE rounding policy of the IKBO rows: round-once (default) or published
   --help, -h         this text
 
 Case folders (docs/case-files.md):
@@ -97,6 +105,9 @@ struct Args {
   std::int64_t save_failures_max = 4;
   bool list = false;
   bool help = false;
+  bool ikbo_only = false;  ///< only the IKBO rows
+  bool no_ikbo = false;    ///< no IKBO rows
+  tbe::ikbo::LceRounding ikbo_rounding = tbe::ikbo::LceRounding::RoundOnce;
 };
 
 class UsageError : public std::runtime_error {
@@ -178,6 +189,21 @@ Args parse_args(int argc, char** argv) {
     } else if (flag == "--json") {
       a.json_path = value("a file name");
       if (a.json_path.empty()) throw UsageError("--json: the file name is empty");
+    } else if (flag == "--ikbo-only") {
+      no_value();
+      a.ikbo_only = true;
+    } else if (flag == "--no-ikbo") {
+      no_value();
+      a.no_ikbo = true;
+    } else if (flag == "--ikbo-rounding") {
+      const std::string v = value("round-once or published");
+      if (v == "round-once")
+        a.ikbo_rounding = tbe::ikbo::LceRounding::RoundOnce;
+      else if (v == "published")
+        a.ikbo_rounding = tbe::ikbo::LceRounding::Published;
+      else
+        throw UsageError("--ikbo-rounding: '" + v +
+                         "' is not a rounding (allowed: round-once, published)");
     } else if (flag == "--require-gpu") {
       a.require_gpu = true;
     } else if (flag == "--backend") {
@@ -196,16 +222,86 @@ Args parse_args(int argc, char** argv) {
       throw UsageError("unknown argument '" + args[i] +
                        "' (allowed: --batch B, --full, --seed S, --design pairwise|full, "
                        "--only FILTER, --json FILE, --backend cuda|cpu, --require-gpu, --save-failures DIR, "
-                       "--save-failures-max N, --list, --help; subcommands: replay CASE_DIR, "
+                       "--save-failures-max N, --list, --ikbo-only, --no-ikbo, --ikbo-rounding R, "
+                       "--help; subcommands: replay CASE_DIR, "
                        "check CASE_DIR)");
     }
   }
+  if (a.ikbo_only && a.no_ikbo) throw UsageError("--ikbo-only and --no-ikbo exclude each other");
+  if (a.ikbo_only && !a.only.empty())
+    throw UsageError("--only filters the TBE matrix; it cannot be combined with --ikbo-only");
   return a;
+}
+
+/// The IKBO rows' configuration and backend (the reference for --backend cpu; else the CUDA IKBO
+/// backend, or none with the reason when this build or machine has no GPU).
+struct IkboSetup {
+  std::unique_ptr<tbe::ikbo::IkboBackend> backend;
+  IkboConfig cfg;
+};
+IkboSetup make_ikbo_setup(const Args& args) {
+  IkboSetup s;
+  if (args.backend == "cpu") {
+    s.backend = tbe::select_ikbo_backend(tbe::BackendKind::Cpu);
+  } else {
+    try {
+      s.backend = tbe::select_ikbo_backend(tbe::BackendKind::Cuda);
+    } catch (const tbe::Error& e) {
+      s.cfg.skip_reason = std::string("no GPU (") + e.what() + ")";
+    }
+  }
+  s.cfg.device = s.backend.get();
+  s.cfg.seed = args.seed;
+  s.cfg.lce_rounding = args.ikbo_rounding;
+  // fp32 rows where the CPU reference runs them (it supports fp32 storage with FP64 accumulation).
+  s.cfg.include_fp32 = !s.backend || s.backend->name() == "cpu-reference";
+  return s;
+}
+
+/// Runs and prints the IKBO rows; returns them.
+std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
+  std::vector<IkboRowResult> out;
+  const std::vector<IkboRowSpec> specs = ikbo_row_specs(cfg.include_fp32);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    std::cerr << "ikbo [" << i + 1 << "/" << specs.size() << "] " << ikbo_label(specs[i])
+              << " ... " << std::flush;
+    out.push_back(run_ikbo_row(cfg, specs[i]));
+    std::cerr << to_string(out.back().verdict()) << "\n";
+  }
+  return out;
 }
 
 int run(const Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t batch = args.batch ? *args.batch : (args.full ? kFullBatch : kDefaultBatch);
+  if (args.ikbo_only) {
+    IkboSetup ik = make_ikbo_setup(args);
+    if (args.list) {
+      for (const IkboRowSpec& s : ikbo_row_specs(ik.cfg.include_fp32))
+        std::cout << ikbo_label(s) << "\n";
+      return 0;
+    }
+    const std::vector<IkboRowResult> rows = run_ikbo(ik.cfg);
+    print_ikbo_rows(std::cout, ik.cfg, rows);
+    if (!args.json_path.empty()) {
+      std::ofstream f(args.json_path);
+      if (!f) throw UsageError("--json: cannot write '" + args.json_path + "'");
+      nlohmann::json j;
+      j["tool"] = "tbe-verify";
+      j["seed"] = args.seed;
+      j["ikbo"] = ikbo_rows_json(ik.cfg, rows);
+      f << j.dump(2) << "\n";
+      if (!f) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
+    }
+    const IkboTotals t = count_ikbo_rows(rows);
+    if (t.failed != 0) return 1;
+    if (args.require_gpu && !(ik.backend && ik.backend->name() != "cpu-reference")) {
+      std::cerr << "tbe-verify: --require-gpu: no GPU row was verified (" << ik.cfg.skip_reason
+                << ")\n";
+      return 4;
+    }
+    return 0;
+  }
 
   // Cases: the design, filtered by --only (falling back to the full product).
   RunInfo info;
@@ -272,6 +368,11 @@ int run(const Args& args) {
   if (args.list) {
     print_header(std::cout, info);
     print_list(std::cout, info, cases);
+    if (!args.no_ikbo) {
+      std::cout << "\nIKBO rows (after the matrix; --no-ikbo skips them, --ikbo-only runs only them):\n";
+      for (const IkboRowSpec& s : ikbo_row_specs(make_ikbo_setup(args).cfg.include_fp32))
+        std::cout << "  " << ikbo_label(s) << "\n";
+    }
     return 0;
   }
 
@@ -293,15 +394,29 @@ int run(const Args& args) {
   }
   progress.finish();
 
+  // IKBO rows after the TBE matrix (their own table and count line).
+  IkboSetup ik;
+  std::vector<IkboRowResult> ikbo_rows;
+  if (!args.no_ikbo) {
+    ik = make_ikbo_setup(args);
+    ikbo_rows = run_ikbo(ik.cfg);
+  }
+
   info.seconds_generation = runner.generation_seconds();
   info.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   print_results(std::cout, info, results);
+  if (!args.no_ikbo) {
+    std::cout << "\n";
+    print_ikbo_rows(std::cout, ik.cfg, ikbo_rows);
+  }
   if (json_file.is_open()) {
-    json_file << to_json(info, results).dump(2) << "\n";
+    nlohmann::json j = to_json(info, results);
+    if (!args.no_ikbo) j["ikbo"] = ikbo_rows_json(ik.cfg, ikbo_rows);
+    json_file << j.dump(2) << "\n";
     if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
   }
   const Totals totals = count_rows(results);
-  if (totals.failed != 0) return 1;
+  if (totals.failed != 0 || count_ikbo_rows(ikbo_rows).failed != 0) return 1;
   if (args.require_gpu && (info.device_is_cpu || totals.device_passed == 0)) {
     std::cerr << "tbe-verify: --require-gpu: no GPU row was verified ("
               << (info.device_present ? info.backend : info.skip_reason) << ")\n";

@@ -30,19 +30,25 @@ bool product_fits(std::int64_t a, std::int64_t b, std::int64_t c = 1) {
 }
 
 /// C [M, N] = W [M, K] · E [K, N] (row-major, FP64). Every element sums its K products (exact in
-/// FP64 for storage-type inputs) in ascending k: rank-1 updates of 8-row blocks of C (Eigen
-/// vectorizes along N), so the result is independent of blocking, threads and zero padding of K.
+/// FP64 for storage-type inputs) in ascending k: rank-1 updates of 8-row x 64-column tiles of C
+/// (Eigen vectorizes along N; the E panel of a column tile stays in L2), so the result is
+/// independent of blocking, threads and zero padding of K.
 void gemm_ascending_k(const double* W, const double* E, std::int64_t M, std::int64_t K,
                       std::int64_t N, double* C) {
   Eigen::Map<const RowMat> w(W, M, K);
   Eigen::Map<const RowMat> e(E, K, N);
   Eigen::Map<RowMat> c(C, M, N);
   c.setZero();
-  constexpr std::int64_t kRowBlock = 8;  // C rows kept in L1 while E streams once per block
-  for (std::int64_t m0 = 0; m0 < M; m0 += kRowBlock) {
-    const std::int64_t m1 = std::min(M, m0 + kRowBlock);
-    for (std::int64_t k = 0; k < K; ++k)
-      for (std::int64_t m = m0; m < m1; ++m) c.row(m) += w(m, k) * e.row(k);
+  constexpr std::int64_t kRowBlock = 8, kColBlock = 64;
+  for (std::int64_t n0 = 0; n0 < N; n0 += kColBlock) {
+    const std::int64_t nb = std::min(kColBlock, N - n0);
+    for (std::int64_t m0 = 0; m0 < M; m0 += kRowBlock) {
+      const std::int64_t m1 = std::min(M, m0 + kRowBlock);
+      for (std::int64_t k = 0; k < K; ++k) {
+        const auto e_row = e.row(k).segment(n0, nb);
+        for (std::int64_t m = m0; m < m1; ++m) c.row(m).segment(n0, nb) += w(m, k) * e_row;
+      }
+    }
   }
 }
 

@@ -112,6 +112,13 @@ TEST_CASE("ikbo lce validation names argument, value and limit", "[ikbo][validat
                      "lce.e_u: null pointer for U·K_u·N = 54 elements");
   expect_lce_invalid(with([](LceProblem& p) { p.cand_to_user = nullptr; }), "lce.cand_to_user",
                      "lce.cand_to_user: null pointer for B = 4 elements");
+  expect_lce_invalid(
+      with([](LceProblem& p) { p.policy.lce_rounding = static_cast<LceRounding>(7); }),
+      "lce.policy.lce_rounding",
+      "lce.policy.lce_rounding: lce_rounding(7) is not a rounding (allowed: published, "
+      "round-once)");
+  expect_lce_invalid(with([](LceProblem& p) { p.K_c = std::int64_t{1} << 62; }), "lce.K_c",
+                     "lce.K_c: B·K_c·N = 4·4611686018427387904·3 overflows int64");
   // K_u = 0: the user tensors may be null.
   CHECK(validate(with([](LceProblem& p) { p.K_u = 0; p.w_u = p.e_u = nullptr; })).ok());
 }
@@ -178,6 +185,12 @@ TEST_CASE("ikbo attention validation names argument, value and limit", "[ikbo][v
   expect_attention_invalid(with(c, [](AttentionProblem& p) { p.cand_to_user = nullptr; }),
                            "attention.cand_to_user",
                            "attention.cand_to_user: null pointer for B = 4 elements");
+  expect_attention_invalid(with(c, [](AttentionProblem& p) { p.Dh = std::int64_t{1} << 62; }),
+                           "attention.B",
+                           "attention.B: B·n_seed·H·Dh = 4·2·1·4611686018427387904 overflows "
+                           "int64");
+  expect_attention_invalid(with(c, [](AttentionProblem& p) { p.S = std::int64_t{1} << 62; }),
+                           "attention.S", "attention.S: U·S = 2·4611686018427387904 overflows int64");
   // Jagged: length U + 1, starting at 0, non-decreasing; S is ignored.
   CHECK(validate(with(j, [](AttentionProblem& p) { p.S = 0; })).ok());
   const std::vector<std::int64_t> short_offsets = {0, 2};

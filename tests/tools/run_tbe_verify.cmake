@@ -1,5 +1,6 @@
 # ctest driver: runs `tbe-verify --batch 64 --json FILE`, requires exit status 0 and a JSON document
-# that parses, with one entry per case and a summary that agrees with the exit status.
+# that parses, with one entry per case and a summary that agrees with the exit status, and the IKBO
+# rows (an "ikbo" section with no failure and the "ikbo rows:" count line).
 # Usage: cmake -DTBE_VERIFY=<binary> -DJSON_FILE=<path> -P run_tbe_verify.cmake
 file(REMOVE "${JSON_FILE}")
 execute_process(COMMAND "${TBE_VERIFY}" --batch 64 --json "${JSON_FILE}"
@@ -21,6 +22,15 @@ string(JSON failed GET "${doc}" summary failed)
 string(JSON batch GET "${doc}" workload B)
 if(NOT tool STREQUAL "tbe-verify" OR ncases LESS 1 OR NOT failed EQUAL 0 OR NOT batch EQUAL 64)
   message(FATAL_ERROR "unexpected JSON: tool=${tool} cases=${ncases} failed=${failed} B=${batch}")
+endif()
+# The IKBO rows run after the matrix by default: their own totals, no failure.
+string(JSON ikbo_rows LENGTH "${doc}" ikbo rows)
+string(JSON ikbo_failed GET "${doc}" ikbo totals failed)
+if(ikbo_rows LESS 20 OR NOT ikbo_failed EQUAL 0)
+  message(FATAL_ERROR "unexpected IKBO JSON: rows=${ikbo_rows} failed=${ikbo_failed}")
+endif()
+if(NOT out MATCHES "ikbo rows: [0-9]+ passed, 0 failed, [0-9]+ skipped")
+  message(FATAL_ERROR "no 'ikbo rows: N passed, 0 failed, N skipped' line")
 endif()
 if(NOT out MATCHES "[0-9]+ passed, 0 failed, [0-9]+ skipped")
   message(FATAL_ERROR "no final 'N passed, 0 failed, N skipped' line")

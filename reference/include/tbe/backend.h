@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tbe/forward.h"
+#include "tbe/ikbo.h"
 #include "tbe/problem.h"
 
 namespace tbe {
@@ -38,6 +39,11 @@ std::unique_ptr<Backend> make_reference_backend();
 /// Auto: CUDA if built with CUDA and a device is visible, else CPU. Cuda when unavailable throws
 /// DeviceError saying why. Defined in optimized/ (target tbe_backends).
 std::unique_ptr<Backend> select_backend(BackendKind kind = BackendKind::Auto);
+/// (added) The IKBO backend (ikbo.h). Cpu: ikbo::make_reference_ikbo_backend(). Cuda:
+/// tbe::cuda::make_cuda_ikbo_backend() when this build has CUDA, the header tbe/cuda/ikbo_backend.h
+/// that declares it, and a visible device; otherwise throws DeviceError saying which is missing.
+/// Auto: Cuda when that works, else Cpu. Defined in optimized/select_backend.cpp.
+std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind = BackendKind::Auto);
 /// True if this build has CUDA and a device is visible.
 bool cuda_available();
 
