@@ -2,6 +2,7 @@
 //
 //   tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]
 //                     [--json FILE] [--dump-npy DIR]
+//   tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick]   (bench/ikbo_lce_bench.cu)
 //
 // Traffic model (bytes counted per forward):
 //   compulsory = unique (table, row) pairs · D · sizeof(W) + indices + offsets + output
@@ -55,6 +56,7 @@ constexpr const char* kUsage =
     "usage: tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]\n"
     "                         [--json FILE] [--dump-npy DIR]\n"
     "       tbe-bench backward --help   (backward + exact optimizer, see bench/backward_bench.cu)\n"
+    "       tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick]  (IKBO LCE stages)\n"
     "  Times the CUDA forward on a named workload (CUDA events, median/min/max over N iterations\n"
     "  after warm-up, L2 flushed between iterations) in every variant (no check, fused and\n"
     "  separate bounds check, FP32/FP16 weights, tuning variants), counts bytes (unique rows,\n"
@@ -69,10 +71,13 @@ int usage(int status) {
 
 }  // namespace
 
+int ikbo_lce_main(int argc, char** argv);  // bench/ikbo_lce_bench.cu
+
 int main(int argc, char** argv) {
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
     return usage(0);
   if (argc >= 2 && std::string(argv[1]) == "backward") return tbe::bench::backward_main(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "ikbo-lce") return ikbo_lce_main(argc, argv);
   if (argc < 2 || std::string(argv[1]) != "forward") return usage(2);
   std::string workload = "seed-large", json_path, npy_dir;
   std::int64_t batch = 0;

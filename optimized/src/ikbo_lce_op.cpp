@@ -1,0 +1,511 @@
+// Host side of the device-level IKBO LCE operator: validation, plan, workspace layout, cuBLAS
+// GEMMs, enqueue (no sync), finish (map check verdict). Kernels: optimized/kernels/ikbo_lce_*.cu.
+//
+// cuBLAS is column-major: a row-major X [r, c] is the column-major X^T [c, r] with ld = c. So
+//   out[b] (row-major M×N) = W · E[b]   is   out[b]^T (N×M) = E[b]^T (N×K, ld N) · W^T (K×M, ld ld_w)
+// i.e. cublasGemmStridedBatchedEx(m = N, n = M, k = K, A = E (stride K·N), B = W (stride 0: the
+// weights are shared by the whole batch), C (stride M·N)), FP32 compute (CUBLAS_COMPUTE_32F).
+#include "tbe/cuda/ikbo_lce.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include "kernels/ikbo_lce_launch.h"
+#include "src/cuda_check.h"
+#include "tbe/errors.h"
+
+namespace tbe::cuda {
+
+using detail::cuda_check;
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+std::int64_t round_up8(std::int64_t x) { return (x + 7) / 8 * 8; }
+
+void cublas_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw DeviceError(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusName(s) +
+                      " (" + cublasGetStatusString(s) + ")");
+}
+
+cudaDataType cuda_type(DType t) {
+  switch (t) {
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+std::string to_string(LceStage s) {
+  switch (s) {
+    case LceStage::Decomposed: return "decomposed";
+    case LceStage::PaddedK: return "padded-k";
+    case LceStage::FusedEpilogue: return "fused-epilogue";
+    case LceStage::L2Chunked: return "l2-chunked";
+    case LceStage::LtEpilogue: return "lt-epilogue";
+  }
+  return "?";
+}
+
+/// One GEMM operand pair (W [M, K] rows of `ld`, E [batch, K, N]) as the GEMMs read it: the
+/// caller's tensors, or padded copies in the workspace.
+struct LceOperands {
+  const void* w = nullptr;  ///< caller's W
+  const void* e = nullptr;  ///< caller's E
+  std::int64_t K = 0;       ///< the problem's K
+  std::int64_t batch = 0;   ///< B or U
+  std::int64_t src_k = 0;   ///< K of the caller's storage (its pad, or K)
+  std::int64_t k = 0;       ///< K the GEMM runs over (= row stride of W and rows per E item)
+  bool copy_w = false, copy_e = false;
+  std::size_t ws_w = 0, ws_e = 0;  ///< workspace offsets of the copies
+};
+
+/// The LtEpilogue stage's cuBLASLt objects (pointer-array batched matmul, C = FP32 user rows,
+/// D = output in the storage type).
+struct LceLtPlan {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::size_t ws_bytes = 0;
+  bool ok = false;
+  std::string why;  ///< why not ok
+  ~LceLtPlan() {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    if (handle != nullptr) cublasLtDestroy(handle);
+  }
+  /// Builds the descriptors and asks the heuristic for one algorithm; false (with `why`) if this
+  /// toolkit cannot run the configuration.
+  bool setup(DType storage, DType c_type, std::int64_t B, std::int64_t M, std::int64_t N,
+             std::int64_t k, bool pointer_array) {
+    auto fail = [&](const char* what, cublasStatus_t st) {
+      why = std::string(what) + ": " + cublasGetStatusName(st);
+      return false;
+    };
+    cublasStatus_t st;
+    if ((st = cublasLtCreate(&handle)) != CUBLAS_STATUS_SUCCESS) return fail("cublasLtCreate", st);
+    if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+      return fail("matmul desc", st);
+    const int32_t count = static_cast<int32_t>(B);
+    const uint32_t mode = pointer_array ? CUBLASLT_BATCH_MODE_POINTER_ARRAY : CUBLASLT_BATCH_MODE_STRIDED;
+    struct L { cublasLtMatrixLayout_t* l; cudaDataType t; std::int64_t rows, cols, ld, stride; };
+    // column-major views: E[b] N×k (ld N), W k×M (ld k, shared), C/D N×M (ld N)
+    for (const L& x : {L{&a, cuda_type(storage), N, k, N, k * N}, L{&b, cuda_type(storage), k, M, k, 0},
+                       L{&c, cuda_type(c_type), N, M, N, 0}, L{&d, cuda_type(storage), N, M, N, M * N}}) {
+      if ((st = cublasLtMatrixLayoutCreate(x.l, x.t, x.rows, x.cols, x.ld)) != CUBLAS_STATUS_SUCCESS)
+        return fail("matrix layout", st);
+      if ((st = cublasLtMatrixLayoutSetAttribute(*x.l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                 sizeof count)) != CUBLAS_STATUS_SUCCESS)
+        return fail("batch count", st);
+      if ((st = cublasLtMatrixLayoutSetAttribute(*x.l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+                                                 sizeof mode)) != CUBLAS_STATUS_SUCCESS)
+        return fail("batch mode", st);
+      if (!pointer_array) {
+        const int64_t stride = x.stride;
+        if ((st = cublasLtMatrixLayoutSetAttribute(*x.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                   &stride, sizeof stride)) != CUBLAS_STATUS_SUCCESS)
+          return fail("batch stride", st);
+      }
+    }
+    if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) return fail("preference", st);
+    const std::size_t max_ws = 32ull << 20;
+    if ((st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &max_ws, sizeof max_ws)) != CUBLAS_STATUS_SUCCESS)
+      return fail("preference workspace", st);
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    st = cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, d, pref, 1, &res, &found);
+    if (st != CUBLAS_STATUS_SUCCESS) return fail("heuristic", st);
+    if (found < 1) {
+      why = "heuristic: no algorithm";
+      return false;
+    }
+    algo = res.algo;
+    ws_bytes = res.workspaceSize;
+    ok = true;
+    return true;
+  }
+};
+
+struct LceOp::Plan {
+  ikbo::LceProblem p;
+  LceStage stage{};
+  LceTuning tuning;
+  DType storage{};
+  bool round_once = true;
+  std::size_t esz = 2;     ///< storage element bytes
+  DType part_type{};       ///< type of the user / candidate GEMM results (FP32 or storage)
+  std::size_t part_sz = 4;
+  LceOperands cand, user;
+  std::int64_t chunk = 0;  ///< L2Chunked: candidates per chunk
+  // workspace layout (byte offsets)
+  std::size_t ws_user = 0, ws_cand = 0, ws_total = 0;
+  cublasHandle_t handle = nullptr;
+  cudaStream_t side = nullptr;  ///< L2Chunked overlap: the gather-add stream
+  cudaEvent_t ev_gemm[2] = {nullptr, nullptr}, ev_add[2] = {nullptr, nullptr}, ev_join = nullptr;
+  std::unique_ptr<LceLtPlan> lt;  ///< LtEpilogue
+  std::size_t ws_lt = 0, ws_ptrs = 0, ws_scratch = 0;
+  std::vector<std::string> paths;
+  // last run
+  cudaStream_t stream = nullptr;
+  bool ran = false;
+  unsigned long long* map_error = nullptr;
+
+  ~Plan() {
+    if (handle != nullptr) cublasDestroy(handle);
+    for (cudaEvent_t e : {ev_gemm[0], ev_gemm[1], ev_add[0], ev_add[1], ev_join})
+      if (e != nullptr) cudaEventDestroy(e);
+    if (side != nullptr) cudaStreamDestroy(side);
+  }
+  char* base(void* ws) const { return static_cast<char*>(ws); }
+  const void* w(const LceOperands& o, void* ws) const { return o.copy_w ? base(ws) + o.ws_w : o.w; }
+  const void* e(const LceOperands& o, void* ws) const { return o.copy_e ? base(ws) + o.ws_e : o.e; }
+  void* user_result(void* ws) const { return p.K_u > 0 ? base(ws) + ws_user : nullptr; }
+  void* cand_result(void* ws, int buf = 0) const {
+    return base(ws) + ws_cand + static_cast<std::size_t>(buf) * static_cast<std::size_t>(chunk * p.M * p.N) * part_sz;
+  }
+
+  /// out[i] (row-major M×N of part_type) = W (M×k, ld k) · E[first + i] (k×N), i < count.
+  void gemm(const LceOperands& o, void* ws, std::int64_t first, std::int64_t count, void* out,
+            cudaStream_t s, const char* what) const {
+    if (count <= 0) return;
+    cublas_check(cublasSetStream(handle, s), "cublasSetStream");
+    const float one = 1.0f, zero = 0.0f;
+    const int m = static_cast<int>(p.N), n = static_cast<int>(p.M), k = static_cast<int>(o.k);
+    const char* e0 = static_cast<const char*>(e(o, ws)) + static_cast<std::size_t>(first * o.k * p.N) * esz;
+    cublas_check(cublasGemmStridedBatchedEx(
+                     handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, e0, cuda_type(storage), m,
+                     static_cast<long long>(o.k) * p.N, w(o, ws), cuda_type(storage), k, 0LL,
+                     &zero, out, cuda_type(part_type), m, static_cast<long long>(p.M) * p.N,
+                     static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 what);
+  }
+
+  void gather_add(const void* cand, std::int64_t first, std::int64_t count, void* out, void* ws,
+                  cudaStream_t s) const {
+    detail::LceGatherAddArgs g;
+    g.cand = cand;
+    g.user = user_result(ws);
+    g.cand_to_user = p.cand_to_user + first;
+    g.out = static_cast<char*>(out) + static_cast<std::size_t>(first * p.M * p.N) * esz;
+    g.B = count;
+    g.MN = p.M * p.N;
+    g.map_error = map_error;
+    detail::launch_lce_gather_add(storage, round_once, g, s);
+  }
+
+  void pad_copies(const LceOperands& o, void* ws, cudaStream_t s) const {
+    if (o.copy_w)  // [M, K] of rows src_k -> rows k, columns >= K zero
+      detail::launch_lce_pad_rows(o.w, o.src_k, base(ws) + o.ws_w, o.k, p.M, o.K, esz, s);
+    if (o.copy_e)  // [batch, K, N] of items src_k·N -> items k·N, rows >= K zero
+      detail::launch_lce_pad_rows(o.e, o.src_k * p.N, base(ws) + o.ws_e, o.k * p.N, o.batch,
+                                  o.K * p.N, esz, s);
+  }
+};
+
+namespace {
+
+/// Plans one operand pair. padded_layout: the caller's pad (0: dense). need: how the stage wants
+/// it: 0 = as given, 1 = W rows 16-byte aligned (fused kernel), 2 = K % 8 == 0 for W and E (cuBLAS
+/// fast kernels).
+void plan_operands(LceOperands& o, const void* w, const void* e, std::int64_t K, std::int64_t batch,
+                   std::int64_t padded_layout, int need) {
+  o.w = w;
+  o.e = e;
+  o.K = K;
+  o.batch = batch;
+  o.src_k = padded_layout > 0 ? padded_layout : K;
+  o.k = o.src_k;
+  if (K == 0) return;
+  const bool w_aligned = aligned16(w);
+  if (padded_layout > 0) {
+    if (need >= 1 && !w_aligned) o.copy_w = true;  // same pad, aligned copy
+    return;
+  }
+  if (need == 1 && (K % 8 != 0 || !w_aligned)) {
+    o.copy_w = true;
+    o.k = round_up8(K);
+    o.src_k = K;
+    // E stays as given: the kernel reads E items of K rows (zero-filled K tail)
+  } else if (need == 2 && K % 8 != 0) {
+    o.copy_w = o.copy_e = true;
+    o.k = round_up8(K);
+  }
+}
+
+}  // namespace
+
+LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
+             const LceTuning& tuning)
+    : plan_(std::make_unique<Plan>()) {
+  throw_if_error(ikbo::validate(p));
+  const ikbo::IkboPolicy& pol = p.policy;
+  if (pol.accumulation != DType::F32)
+    throw InvalidArgument("lce.policy.accumulation",
+                          "lce.policy.accumulation: " + to_string(pol.accumulation) +
+                              " is not supported by the CUDA backend (fp32)");
+  if (pol.storage != DType::F16 && pol.storage != DType::BF16 && pol.storage != DType::F32)
+    throw InvalidArgument("lce.policy.storage", "lce.policy.storage: " + to_string(pol.storage) +
+                                                    " is not supported by the CUDA backend "
+                                                    "(fp16, bf16 or fp32)");
+  for (auto [name, v] : {std::pair<const char*, std::int64_t>{"lce.M", p.M}, {"lce.N", p.N},
+                         {"lce.K_c", p.K_c}, {"lce.K_u", p.K_u}, {"lce.B", p.B},
+                         {"layout.k_c_pad", layout.k_c_pad}, {"layout.k_u_pad", layout.k_u_pad}})
+    if (v > INT_MAX)
+      throw InvalidArgument(name, std::string(name) + ": " + std::to_string(v) +
+                                      " exceeds the CUDA backend's limit " + std::to_string(INT_MAX));
+  auto check_pad = [](const char* name, std::int64_t pad, std::int64_t K) {
+    if (pad != 0 && (pad < K || pad % 8 != 0))
+      throw InvalidArgument(name, std::string(name) + ": " + std::to_string(pad) +
+                                      " must be 0 (dense) or a multiple of 8 >= " +
+                                      std::to_string(K));
+  };
+  check_pad("layout.k_c_pad", layout.k_c_pad, p.K_c);
+  if (p.K_u > 0) check_pad("layout.k_u_pad", layout.k_u_pad, p.K_u);
+  if (tuning.chunk_candidates < 0)
+    throw InvalidArgument("tuning.chunk_candidates", "tuning.chunk_candidates: " +
+                                                         std::to_string(tuning.chunk_candidates) +
+                                                         " must be >= 0");
+
+  Plan& P = *plan_;
+  P.p = p;
+  P.tuning = tuning;
+  P.storage = pol.storage;
+  P.round_once = pol.lce_rounding == ikbo::LceRounding::RoundOnce;
+  P.esz = dtype_size(P.storage);
+  P.part_type = P.round_once ? DType::F32 : P.storage;
+  P.part_sz = dtype_size(P.part_type);
+  P.stage = (stage == LceStage::FusedEpilogue && P.storage == DType::F32) ? LceStage::PaddedK : stage;
+  std::string lt_unsupported;
+  if (P.stage == LceStage::LtEpilogue) {
+    if (!P.round_once || P.storage == DType::F32) {
+      lt_unsupported = !P.round_once ? "published rounding" : "fp32 storage";
+    } else if (p.B > 0) {
+      const std::int64_t k = layout.k_c_pad > 0 ? layout.k_c_pad : round_up8(p.K_c);
+      P.lt = std::make_unique<LceLtPlan>();
+      if (!P.lt->setup(P.storage, DType::F32, p.B, p.M, p.N, k, true)) lt_unsupported = P.lt->why;
+    }
+    if (!lt_unsupported.empty()) {
+      P.stage = LceStage::PaddedK;
+      P.lt.reset();
+    }
+  }
+  const int need_c = P.stage == LceStage::Decomposed ? 0 : P.stage == LceStage::FusedEpilogue ? 1 : 2;  // Lt: 2
+  const int need_u = P.stage == LceStage::Decomposed ? 0 : 2;
+  plan_operands(P.cand, p.w_c, p.e_c, p.K_c, p.B, layout.k_c_pad, need_c);
+  plan_operands(P.user, p.w_u, p.e_u, p.K_u, p.U, p.K_u > 0 ? layout.k_u_pad : 0, need_u);
+
+  const std::int64_t MN = p.M * p.N;
+  if (P.stage == LceStage::L2Chunked) {
+    const std::int64_t per = std::max<std::int64_t>(1, MN * static_cast<std::int64_t>(P.part_sz));
+    P.chunk = tuning.chunk_candidates > 0 ? tuning.chunk_candidates
+                                          : std::max<std::int64_t>(1, (24ll << 20) / 2 / per);
+    P.chunk = std::min(P.chunk, std::max<std::int64_t>(p.B, 1));
+  } else if (P.stage != LceStage::FusedEpilogue && P.stage != LceStage::LtEpilogue) {
+    P.chunk = std::max<std::int64_t>(p.B, 0);
+  }
+
+  // --- workspace: map flag | copies | user result | candidate result(s) ---
+  std::size_t at = align_up(sizeof(unsigned long long));
+  for (LceOperands* o : {&P.cand, &P.user}) {
+    if (o->copy_w) {
+      o->ws_w = at;
+      at = align_up(at + static_cast<std::size_t>(p.M * o->k) * P.esz);
+    }
+    if (o->copy_e) {
+      o->ws_e = at;
+      at = align_up(at + static_cast<std::size_t>(o->batch * o->k * p.N) * P.esz);
+    }
+  }
+  P.ws_user = at;
+  at = align_up(at + (p.K_u > 0 ? static_cast<std::size_t>(p.U * MN) * P.part_sz : 0));
+  P.ws_cand = at;
+  const int buffers = P.stage == LceStage::L2Chunked && tuning.overlap ? 2 : 1;
+  P.ws_total = align_up(at + static_cast<std::size_t>(buffers * P.chunk * MN) * P.part_sz);
+  if (P.lt) {  // Lt workspace | 4 pointer arrays [B] | scratch [M, N] FP32
+    P.ws_lt = P.ws_total;
+    P.ws_ptrs = align_up(P.ws_lt + P.lt->ws_bytes);
+    P.ws_scratch = align_up(P.ws_ptrs + 4 * static_cast<std::size_t>(p.B) * sizeof(void*));
+    P.ws_total = align_up(P.ws_scratch + static_cast<std::size_t>(MN) * 4);
+  }
+
+  // --- paths ---
+  P.paths.push_back("lce." + to_string(P.stage));
+  if (P.cand.copy_w || P.user.copy_w) P.paths.push_back("lce.pad-weights.workspace");
+  if (P.cand.copy_e || P.user.copy_e) P.paths.push_back("lce.pad-activations.workspace");
+  if (layout.k_c_pad > 0 || (p.K_u > 0 && layout.k_u_pad > 0)) P.paths.push_back("lce.layout.padded");
+  if (p.K_u > 0) P.paths.push_back("lce.user-gemm.cublas");
+  if (!lt_unsupported.empty()) P.paths.push_back("lce.lt-epilogue.unsupported(" + lt_unsupported + ")");
+  if (P.stage == LceStage::LtEpilogue) {
+    P.paths.push_back("lce.candidate-gemm.cublaslt.pointer-array.epilogue-c");
+  } else if (P.stage == LceStage::FusedEpilogue) {
+    detail::LceFusedArgs a;
+    a.e_c = p.e_c;
+    a.N = p.N;
+    P.paths.push_back(detail::lce_fused_vectorized(a) ? "lce.candidate-gemm.mma-sync.vec8"
+                                                      : "lce.candidate-gemm.mma-sync.scalar-e");
+  } else {
+    P.paths.push_back("lce.candidate-gemm.cublas");
+    P.paths.push_back("lce.gather-add");
+  }
+  if (P.stage == LceStage::L2Chunked) {
+    P.paths.push_back("lce.chunk=" + std::to_string(P.chunk));
+    if (tuning.overlap) P.paths.push_back("lce.overlap");
+  }
+
+  cublas_check(cublasCreate(&P.handle), "cublasCreate");
+  cublas_check(cublasSetPointerMode(P.handle, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  if (P.stage == LceStage::L2Chunked && tuning.overlap) {
+    cuda_check(cudaStreamCreateWithFlags(&P.side, cudaStreamNonBlocking), "lce: side stream");
+    for (cudaEvent_t* e : {&P.ev_gemm[0], &P.ev_gemm[1], &P.ev_add[0], &P.ev_add[1], &P.ev_join})
+      cuda_check(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "lce: event");
+  }
+}
+
+LceOp::~LceOp() = default;
+LceOp::LceOp(LceOp&&) noexcept = default;
+LceOp& LceOp::operator=(LceOp&&) noexcept = default;
+
+std::size_t LceOp::workspace_bytes() const { return plan_->ws_total; }
+const std::vector<std::string>& LceOp::paths() const { return plan_->paths; }
+LceStage LceOp::stage() const { return plan_->stage; }
+
+void LceOp::run_prologue(void* d_workspace, cudaStream_t stream) {
+  Plan& P = *plan_;
+  P.stream = stream;
+  P.ran = true;
+  P.map_error = reinterpret_cast<unsigned long long*>(d_workspace);
+  cuda_check(cudaMemsetAsync(P.map_error, 0xff, sizeof(unsigned long long), stream),
+             "lce: reset map flag");
+  detail::launch_lce_map_check(P.p.cand_to_user, P.p.B, P.p.U, P.map_error, stream);
+  P.pad_copies(P.cand, d_workspace, stream);
+  if (P.p.K_u > 0) P.pad_copies(P.user, d_workspace, stream);
+}
+
+void LceOp::run_user_gemm(void* d_workspace, cudaStream_t stream) {
+  const Plan& P = *plan_;
+  if (P.p.K_u > 0)
+    P.gemm(P.user, d_workspace, 0, P.p.U, P.user_result(d_workspace), stream, "lce user GEMM");
+}
+
+void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) {
+  Plan& P = *plan_;
+  P.map_error = reinterpret_cast<unsigned long long*>(d_workspace);
+  if (P.p.B <= 0) return;
+  if (P.stage == LceStage::FusedEpilogue) {
+    detail::LceFusedArgs a;
+    a.w_c = P.w(P.cand, d_workspace);
+    a.ld_w = P.cand.k;
+    a.e_c = P.e(P.cand, d_workspace);
+    a.user = P.user_result(d_workspace);
+    a.cand_to_user = P.p.cand_to_user;
+    a.out = d_out;
+    a.B = P.p.B;
+    a.M = P.p.M;
+    a.N = P.p.N;
+    // E items of src_k rows (dense: K_c with the tail zero-filled; padded layout: its zero pad)
+    a.K = P.cand.copy_e ? P.cand.k : P.cand.src_k;
+    a.map_error = P.map_error;
+    detail::launch_lce_fused(P.storage, P.round_once, a, stream);
+    return;
+  }
+  if (P.stage == LceStage::LtEpilogue) {
+    char* base = P.base(d_workspace);
+    const void** arrays = reinterpret_cast<const void**>(base + P.ws_ptrs);
+    const std::size_t B = static_cast<std::size_t>(P.p.B);
+    detail::LceLtPointersArgs a;
+    a.e = P.e(P.cand, d_workspace);
+    a.e_stride = static_cast<std::size_t>(P.cand.k * P.p.N) * P.esz;
+    a.w = P.w(P.cand, d_workspace);
+    a.user = P.user_result(d_workspace);
+    a.user_stride = static_cast<std::size_t>(P.p.M * P.p.N) * 4;
+    a.out = d_out;
+    a.out_stride = static_cast<std::size_t>(P.p.M * P.p.N) * P.esz;
+    a.cand_to_user = P.p.cand_to_user;
+    a.B = P.p.B;
+    a.map_error = P.map_error;
+    a.scratch = base + P.ws_scratch;
+    a.a = arrays;
+    a.b = arrays + B;
+    a.c = arrays + 2 * B;
+    a.d = const_cast<void**>(arrays + 3 * B);
+    detail::launch_lce_lt_pointers(a, stream);
+    const float one = 1.0f, beta = P.p.K_u > 0 ? 1.0f : 0.0f;
+    const LceLtPlan& L = *P.lt;
+    cublas_check(cublasLtMatmul(L.handle, L.op, &one, a.a, L.a, a.b, L.b, &beta, a.c, L.c, a.d,
+                                L.d, &L.algo, base + P.ws_lt, L.ws_bytes, stream),
+                 "lce cuBLASLt candidate matmul");
+    return;
+  }
+  if (P.stage != LceStage::L2Chunked) {
+    P.gemm(P.cand, d_workspace, 0, P.p.B, P.cand_result(d_workspace), stream, "lce candidate GEMM");
+    P.gather_add(P.cand_result(d_workspace), 0, P.p.B, d_out, d_workspace, stream);
+    return;
+  }
+  const std::int64_t chunks = (P.p.B + P.chunk - 1) / P.chunk;
+  for (std::int64_t i = 0; i < chunks; ++i) {
+    const std::int64_t first = i * P.chunk, count = std::min(P.chunk, P.p.B - first);
+    if (!P.tuning.overlap) {
+      P.gemm(P.cand, d_workspace, first, count, P.cand_result(d_workspace), stream,
+             "lce candidate GEMM (chunk)");
+      P.gather_add(P.cand_result(d_workspace), first, count, d_out, d_workspace, stream);
+      continue;
+    }
+    const int buf = static_cast<int>(i & 1);
+    // the gather-add of chunk i - 2 (same buffer) must be done before the GEMM overwrites it
+    if (i >= 2) cuda_check(cudaStreamWaitEvent(stream, P.ev_add[buf], 0), "lce: wait buffer");
+    P.gemm(P.cand, d_workspace, first, count, P.cand_result(d_workspace, buf), stream,
+           "lce candidate GEMM (chunk)");
+    cuda_check(cudaEventRecord(P.ev_gemm[buf], stream), "lce: record GEMM");
+    cuda_check(cudaStreamWaitEvent(P.side, P.ev_gemm[buf], 0), "lce: side waits GEMM");
+    P.gather_add(P.cand_result(d_workspace, buf), first, count, d_out, d_workspace, P.side);
+    cuda_check(cudaEventRecord(P.ev_add[buf], P.side), "lce: record gather-add");
+  }
+  if (P.tuning.overlap) {  // join: later work on `stream` waits for every gather-add
+    cuda_check(cudaEventRecord(P.ev_join, P.side), "lce: record join");
+    cuda_check(cudaStreamWaitEvent(stream, P.ev_join, 0), "lce: join");
+  }
+}
+void LceOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
+  run_prologue(d_workspace, stream);
+  run_user_gemm(d_workspace, stream);
+  run_candidates(d_out, d_workspace, stream);
+}
+
+void LceOp::finish() {
+  Plan& P = *plan_;
+  if (!P.ran) throw DeviceError("LceOp::finish: run() was not called");
+  cuda_check(cudaStreamSynchronize(P.stream), "lce (stream synchronize)");
+  cuda_check(cudaGetLastError(), "lce (kernels)");
+  unsigned long long bad = detail::kLceMapOk;
+  cuda_check(cudaMemcpy(&bad, P.map_error, sizeof bad, cudaMemcpyDeviceToHost), "read map flag");
+  if (bad == detail::kLceMapOk) return;
+  // Same message as the reference: validate_map on the downloaded map names the first offender.
+  std::vector<std::int32_t> map(static_cast<std::size_t>(P.p.B));
+  cuda_check(cudaMemcpy(map.data(), P.p.cand_to_user, map.size() * sizeof(std::int32_t),
+                        cudaMemcpyDeviceToHost),
+             "download cand_to_user");
+  const Status s = ikbo::validate_map(map, P.p.U);
+  if (!s.ok()) throw InvalidArgument(s);
+  throw InvalidArgument("cand_to_user", "cand_to_user[" + std::to_string(bad) +
+                                            "]: outside [0, U=" + std::to_string(P.p.U) +
+                                            ") during run() (the map changed since)");
+}
+
+}  // namespace tbe::cuda
