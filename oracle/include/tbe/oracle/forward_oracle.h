@@ -44,6 +44,9 @@ struct ElementCoord {
   ///  - IkboAttention: row = query row b·n_seed + i, sample = candidate b, head = h, column = d.
   enum class Space : std::uint8_t { Tbe, IkboLce, IkboAttention } space = Space::Tbe;
   std::int64_t head = -1;  ///< (addition) attention head h (IkboAttention only)
+  /// (addition, backward) true for a weight or momentum element: `feature` is a TABLE index and
+  /// `row` a row of that table (column = d, or -1 for a momentum).
+  bool table_row = false;
 };
 
 /// The judgement of one output element.

@@ -9,8 +9,8 @@
 
 namespace tbe::oracle {
 
-/// {"feature", "sample", "rank", "row", "column", "flat", "lookup_row"} (IKBO: also "space",
-/// "ikbo-lce" or "ikbo-attention", and "head" for attention)
+/// {"feature", "sample", "rank", "row", "column", "flat", "lookup_row", "table_row"} (IKBO: also
+/// "space", "ikbo-lce" or "ikbo-attention", and "head" for attention)
 void to_json(nlohmann::json& j, const ElementCoord& c);
 /// {"where", "lo", "hi", "value", "reference", "position", "inside"}
 void to_json(nlohmann::json& j, const ElementVerdict& v);
