@@ -13,12 +13,14 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tbe/backend.h"
 #include "tbe/errors.h"
+#include "verify/backward_rows.h"
 #include "verify/case_commands.h"
 #include "verify/ikbo_rows.h"
 #include "verify/matrix.h"
@@ -70,11 +72,17 @@ Options:
   --save-failures-max N
                      write at most N failing cases (default 4; 0 writes none): seed-large
                      tables are large (up to 1.6 GB per case for fp32)
-  --ikbo-only        run only the IKBO rows (op lce | attention x dtype fp16 | bf16 (+ fp32 on
-                     the CPU reference) x map sorted | unsorted | users-without-candidates |
-                     one-user | u-eq-b), on ikbo-lce at B = 16 and ikbo-fa at B = 32, U = 8,
-                     S = 128 (docs/ikbo.md); the IKBO backend follows --backend
-  --no-ikbo          skip the IKBO rows (by default they run after the TBE matrix)
+  --rows LIST        sections to run, comma-separated (default all):
+                     forward   the TBE forward matrix above
+                     backward  backward + exact optimizer rows (optimizer x weight decay x
+                               rounding x route x deterministic, 40 rows) on a seed-large slice
+                               (T=8, same B); every kernel path must be exercised
+                               (docs/backward.md)
+                     ikbo      IKBO rows (op lce | attention x dtype fp16 | bf16 (+ fp32 on the
+                               CPU reference) x map sorted | unsorted | users-without-candidates
+                               | one-user | u-eq-b), on ikbo-lce at B = 16 and ikbo-fa at B = 32,
+                               U = 8, S = 128 (docs/ikbo.md); the IKBO backend follows --backend
+                     all       the three
   --ikbo-rounding R  LCE rounding policy of the IKBO rows: round-once (default) or published
   --help, -h         this text
 
@@ -105,8 +113,10 @@ struct Args {
   std::int64_t save_failures_max = 4;
   bool list = false;
   bool help = false;
-  bool ikbo_only = false;  ///< only the IKBO rows
-  bool no_ikbo = false;    ///< no IKBO rows
+  /// Sections of the run (--rows): forward matrix, backward rows, IKBO rows.
+  bool forward_rows = true;
+  bool backward_rows = true;
+  bool ikbo_rows = true;
   tbe::ikbo::LceRounding ikbo_rounding = tbe::ikbo::LceRounding::RoundOnce;
 };
 
@@ -189,12 +199,24 @@ Args parse_args(int argc, char** argv) {
     } else if (flag == "--json") {
       a.json_path = value("a file name");
       if (a.json_path.empty()) throw UsageError("--json: the file name is empty");
-    } else if (flag == "--ikbo-only") {
-      no_value();
-      a.ikbo_only = true;
-    } else if (flag == "--no-ikbo") {
-      no_value();
-      a.no_ikbo = true;
+    } else if (flag == "--rows") {
+      const std::string v = value("a list of sections");
+      a.forward_rows = a.backward_rows = a.ikbo_rows = false;
+      std::size_t start = 0;
+      while (true) {
+        const std::size_t comma = v.find(',', start);
+        const std::string part =
+            v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (part == "forward") a.forward_rows = true;
+        else if (part == "backward") a.backward_rows = true;
+        else if (part == "ikbo") a.ikbo_rows = true;
+        else if (part == "all") a.forward_rows = a.backward_rows = a.ikbo_rows = true;
+        else
+          throw UsageError("--rows: '" + part +
+                           "' is not a section (allowed: forward, backward, ikbo, all)");
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
     } else if (flag == "--ikbo-rounding") {
       const std::string v = value("round-once or published");
       if (v == "round-once")
@@ -222,14 +244,13 @@ Args parse_args(int argc, char** argv) {
       throw UsageError("unknown argument '" + args[i] +
                        "' (allowed: --batch B, --full, --seed S, --design pairwise|full, "
                        "--only FILTER, --json FILE, --backend cuda|cpu, --require-gpu, --save-failures DIR, "
-                       "--save-failures-max N, --list, --ikbo-only, --no-ikbo, --ikbo-rounding R, "
+                       "--save-failures-max N, --list, --rows LIST, --ikbo-rounding R, "
                        "--help; subcommands: replay CASE_DIR, "
                        "check CASE_DIR)");
     }
   }
-  if (a.ikbo_only && a.no_ikbo) throw UsageError("--ikbo-only and --no-ikbo exclude each other");
-  if (a.ikbo_only && !a.only.empty())
-    throw UsageError("--only filters the TBE matrix; it cannot be combined with --ikbo-only");
+  if (!a.forward_rows && !a.only.empty())
+    throw UsageError("--only filters the TBE forward matrix; --rows must include forward");
   return a;
 }
 
@@ -274,7 +295,7 @@ std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
 int run(const Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t batch = args.batch ? *args.batch : (args.full ? kFullBatch : kDefaultBatch);
-  if (args.ikbo_only) {
+  if (!args.forward_rows && !args.backward_rows) {  // --rows ikbo
     IkboSetup ik = make_ikbo_setup(args);
     if (args.list) {
       for (const IkboRowSpec& s : ikbo_row_specs(ik.cfg.include_fp32))
@@ -367,9 +388,14 @@ int run(const Args& args) {
 
   if (args.list) {
     print_header(std::cout, info);
-    print_list(std::cout, info, cases);
-    if (!args.no_ikbo) {
-      std::cout << "\nIKBO rows (after the matrix; --no-ikbo skips them, --ikbo-only runs only them):\n";
+    if (args.forward_rows) print_list(std::cout, info, cases);
+    if (args.backward_rows) {
+      std::cout << "\nBackward rows (--rows backward):\n";
+      for (const BackwardRowAxes& a : enumerate_backward_rows())
+        std::cout << "  " << backward_row_label(a) << "\n";
+    }
+    if (args.ikbo_rows) {
+      std::cout << "\nIKBO rows (--rows ikbo):\n";
       for (const IkboRowSpec& s : ikbo_row_specs(make_ikbo_setup(args).cfg.include_fp32))
         std::cout << "  " << ikbo_label(s) << "\n";
     }
@@ -385,6 +411,7 @@ int run(const Args& args) {
   print_header(std::cout, info);
   std::cout << std::flush;
   std::vector<CaseResult> results;
+  if (!args.forward_rows) cases.clear();
   results.reserve(cases.size());
   Progress progress(std::cerr, cases.size(), isatty(STDERR_FILENO) == 1);
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -394,30 +421,57 @@ int run(const Args& args) {
   }
   progress.finish();
 
-  // IKBO rows after the TBE matrix (their own table and count line).
-  IkboSetup ik;
-  std::vector<IkboRowResult> ikbo_rows;
-  if (!args.no_ikbo) {
-    ik = make_ikbo_setup(args);
-    ikbo_rows = run_ikbo(ik.cfg);
+  info.seconds_generation = runner.generation_seconds();
+  if (args.forward_rows) print_results(std::cout, info, results);
+
+  // Backward + exact optimizer rows (verify/backward_rows.h): their own table and count line.
+  std::vector<BackwardRowResult> backward;
+  if (args.backward_rows) {
+    BackwardRunnerConfig bcfg;
+    bcfg.batch = batch;
+    bcfg.seed = args.seed;
+    // --backend cpu tests this tool: the backward rows then run as CPU self-checks (the reference
+    // backend has no kernel routes to count).
+    bcfg.device = info.device_is_cpu ? nullptr : device.get();
+    bcfg.skip_reason = cfg.skip_reason;
+    BackwardRunner brunner(bcfg);
+    const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      std::cerr << "backward [" << i + 1 << "/" << rows.size() << "] ... " << std::flush;
+      backward.push_back(brunner.run(rows[i], i));
+      std::cerr << to_string(backward.back().row.verdict) << "\n";
+    }
+    std::ostringstream wl;
+    wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << batch << ", seed "
+       << args.seed;
+    std::cout << "\n";
+    print_backward_results(std::cout, backward, bcfg.device != nullptr, wl.str());
   }
 
-  info.seconds_generation = runner.generation_seconds();
-  info.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  print_results(std::cout, info, results);
-  if (!args.no_ikbo) {
+  // IKBO rows (their own table and count line).
+  IkboSetup ik;
+  std::vector<IkboRowResult> ikbo_rows;
+  if (args.ikbo_rows) {
+    ik = make_ikbo_setup(args);
+    ikbo_rows = run_ikbo(ik.cfg);
     std::cout << "\n";
     print_ikbo_rows(std::cout, ik.cfg, ikbo_rows);
   }
+  info.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
   if (json_file.is_open()) {
     nlohmann::json j = to_json(info, results);
-    if (!args.no_ikbo) j["ikbo"] = ikbo_rows_json(ik.cfg, ikbo_rows);
+    if (args.backward_rows) j["backward"] = backward_to_json(backward);
+    if (args.ikbo_rows) j["ikbo"] = ikbo_rows_json(ik.cfg, ikbo_rows);
     json_file << j.dump(2) << "\n";
     if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
   }
   const Totals totals = count_rows(results);
-  if (totals.failed != 0 || count_ikbo_rows(ikbo_rows).failed != 0) return 1;
-  if (args.require_gpu && (info.device_is_cpu || totals.device_passed == 0)) {
+  const BackwardTotals btotals = count_backward_rows(backward);
+  if (totals.failed != 0 || btotals.failed != 0 || count_ikbo_rows(ikbo_rows).failed != 0)
+    return 1;
+  if (args.require_gpu &&
+      (info.device_is_cpu || totals.device_passed + btotals.device_passed == 0)) {
     std::cerr << "tbe-verify: --require-gpu: no GPU row was verified ("
               << (info.device_present ? info.backend : info.skip_reason) << ")\n";
     return 4;

@@ -237,7 +237,7 @@ void print_ikbo_rows(std::ostream& os, const IkboConfig& cfg,
       os << "  " << r.label << " (" << to_string(row.target) << ")\n";
       for (const Check& c : row.checks)
         if (!c.passed) os << "      " << c.name << ": " << c.detail << "\n";
-      os << "      replay: tbe-verify --ikbo-only --seed " << cfg.seed
+      os << "      replay: tbe-verify --rows ikbo --seed " << cfg.seed
          << (cfg.device ? "" : " --backend cpu") << "\n";
     }
   const IkboTotals t = count_ikbo_rows(results);

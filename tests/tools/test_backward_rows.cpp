@@ -1,0 +1,218 @@
+// tbe-verify's backward rows on a small seed-large slice: CPU self-check rows pass; device rows
+// pass with a correct backend (the CPU reference behind a stand-in that routes runs by SL like
+// the GPU and reports its counters and paths), and catch deliberately faulty backends.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "tbe/backward.h"
+#include "verify/backward_rows.h"
+
+using namespace tbe;
+using namespace tbe::verify;
+
+namespace {
+
+enum class BwdFault { None, NearestInsteadOfStochastic, SkipOneRow, FlipBitOnSecondCall, NoLongRoute };
+
+// The reference backend behind the routing rule of tbe/backward.h: runs with SL >= threshold are
+// counted on the long route the strategy names, in ceil(SL / chunk) chunks.
+class RoutingStandIn : public Backend {
+ public:
+  explicit RoutingStandIn(BwdFault f) : fault_(f), ref_(make_reference_backend()) {}
+  std::string name() const override { return "routing-stand-in"; }
+  ForwardStats forward(const ForwardProblem& p, void* out, const ForwardStrategy& s) override {
+    return ref_->forward(p, out, s);
+  }
+  RepairResult repair(const ForwardProblem& p) override { return ref_->repair(p); }
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& s) override {
+    BackwardProblem q = p;
+    if (fault_ == BwdFault::NearestInsteadOfStochastic)
+      q.forward.options.policy.write_back = RoundingMode::Nearest;
+    const BackwardReference ref = backward_reference_fp64(q);
+    BackwardStats st = ref_->backward(q, out, s);
+    st.paths.clear();
+    st.counters = {};
+    const bool long_ok = fault_ != BwdFault::NoLongRoute;
+    for (std::int64_t sl : ref.transpose.run_lengths) {
+      if (sl >= s.long_run_threshold && long_ok) {
+        const std::int64_t chunks = (sl + s.chunk_size - 1) / s.chunk_size;
+        st.counters.chunks += chunks;
+        if (s.long_runs == BackwardStrategy::LongRuns::Chunked) {
+          ++st.counters.chunked_runs;
+          st.counters.chunked_lookups += sl;
+        } else {
+          ++st.counters.fused_runs;
+          st.counters.fused_lookups += sl;
+        }
+      } else {
+        ++st.counters.short_runs;
+        st.counters.short_lookups += sl;
+      }
+    }
+    if (st.counters.short_runs) st.paths.push_back("bwd.short");
+    if (st.counters.chunked_runs) st.paths.push_back("bwd.long.chunked");
+    if (st.counters.fused_runs) st.paths.push_back("bwd.long.fused");
+    if (!s.deterministic && st.counters.chunks) st.paths.push_back("bwd.nondeterministic");
+    if (out.per_sample_weight_grad) st.paths.push_back("bwd.psw_grad");
+    if (p.forward.options.policy.write_back == RoundingMode::Stochastic &&
+        p.forward.tables.dtype != DType::F32)
+      st.paths.push_back("bwd.sr");
+    const std::size_t esize = dtype_size(p.forward.tables.dtype);
+    if (fault_ == BwdFault::SkipOneRow && !ref.run_table.empty()) {
+      // Restore the first touched row: an update that never happened.
+      const std::int64_t t = ref.run_table[0], r = ref.run_row[0];
+      const std::int64_t off = p.forward.tables.table_offsets[t] + r * p.forward.tables.dims[t];
+      std::memcpy(static_cast<std::byte*>(out.weights) + off * esize,
+                  static_cast<const std::byte*>(p.forward.tables.weights) + off * esize,
+                  esize * static_cast<std::size_t>(p.forward.tables.dims[t]));
+    }
+    if (fault_ == BwdFault::FlipBitOnSecondCall && (++calls_ % 2 == 0) && !ref.run_table.empty()) {
+      const std::int64_t t = ref.run_table[0], r = ref.run_row[0];
+      const std::int64_t off = p.forward.tables.table_offsets[t] + r * p.forward.tables.dims[t];
+      static_cast<std::byte*>(out.weights)[off * esize] ^= std::byte{1};
+    }
+    return st;
+  }
+
+ private:
+  BwdFault fault_;
+  std::unique_ptr<Backend> ref_;
+  int calls_ = 0;
+};
+
+BackwardRunnerConfig small_config(Backend* device) {
+  BackwardRunnerConfig cfg;
+  cfg.batch = 16;
+  cfg.features = 3;
+  cfg.seed = 5;
+  cfg.device = device;
+  cfg.skip_reason = "no GPU (test)";
+  return cfg;
+}
+
+std::vector<BackwardRowResult> run_all(Backend* device) {
+  BackwardRunner runner(small_config(device));
+  std::vector<BackwardRowResult> out;
+  const auto rows = enumerate_backward_rows();
+  for (std::size_t i = 0; i < rows.size(); ++i) out.push_back(runner.run(rows[i], i));
+  return out;
+}
+
+bool failed_check(const BackwardRowResult& r, const std::string& prefix) {
+  return std::any_of(r.row.checks.begin(), r.row.checks.end(), [&](const Check& c) {
+    return !c.passed && c.name.rfind(prefix, 0) == 0;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("backward rows: the design covers every optimizer, rounding, route and axis value",
+          "[verify][backward]") {
+  const auto rows = enumerate_backward_rows();
+  REQUIRE(rows.size() == 40);
+  std::set<std::string> labels;
+  int sr = 0, nondet = 0, adagrad_l2 = 0, decoupled = 0, weighted = 0, vbe = 0, shared = 0,
+      none_pool = 0, i32 = 0, bf16 = 0, f32 = 0;
+  for (const auto& a : rows) {
+    labels.insert(backward_row_label(a));
+    sr += a.stochastic_rounding;
+    nondet += !a.deterministic;
+    adagrad_l2 += a.weight_decay == WeightDecayMode::L2;
+    decoupled += a.weight_decay == WeightDecayMode::Decoupled;
+    weighted += a.weighted;
+    vbe += a.vbe;
+    shared += a.shared_tables;
+    none_pool += a.pooling == PoolingMode::None;
+    i32 += a.index == DType::I32;
+    bf16 += a.weights == DType::BF16;
+    f32 += a.weights == DType::F32;
+    if (a.stochastic_rounding) CHECK(a.weights != DType::F32);
+    if (a.pooling == PoolingMode::None) CHECK_FALSE(a.weighted);
+  }
+  CHECK(labels.size() == rows.size());
+  CHECK(sr == 20);
+  CHECK(nondet == 16);
+  CHECK(adagrad_l2 == 10);
+  CHECK(decoupled == 10);
+  CHECK(weighted > 0);
+  CHECK(vbe > 0);
+  CHECK(shared > 0);
+  CHECK(none_pool > 0);
+  CHECK(i32 > 0);
+  CHECK(bf16 > 0);
+  CHECK(f32 > 0);
+}
+
+TEST_CASE("backward rows: no GPU, the CPU fallback passes the oracle on every row",
+          "[verify][backward]") {
+  const auto results = run_all(nullptr);
+  for (const auto& r : results) {
+    INFO(r.label << ": " << r.row.reason);
+    CHECK(r.row.target == Target::SelfCheck);
+    CHECK(r.row.verdict == Verdict::Passed);
+  }
+  CHECK(backward_paths_missing(results).empty());  // no device: nothing required
+  const BackwardTotals t = count_backward_rows(results);
+  CHECK(t.passed == 40);
+  CHECK(t.failed == 0);
+}
+
+TEST_CASE("backward rows: a correct routed backend passes and exercises every path",
+          "[verify][backward]") {
+  RoutingStandIn dev(BwdFault::None);
+  const auto results = run_all(&dev);
+  for (const auto& r : results) {
+    INFO(r.label << ": " << r.row.reason);
+    CHECK(r.row.target == Target::Device);
+    CHECK(r.row.verdict == Verdict::Passed);
+  }
+  CHECK(backward_paths_missing(results).empty());
+  std::ostringstream os;
+  print_backward_results(os, results, true, "test slice");
+  CHECK(os.str().find("backward: 40 passed, 0 failed, 0 skipped") != std::string::npos);
+  const auto j = backward_to_json(results);
+  CHECK(j.size() == 40);
+}
+
+TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
+  SECTION("round to nearest where stochastic rounding was asked") {
+    RoutingStandIn dev(BwdFault::NearestInsteadOfStochastic);
+    const auto results = run_all(&dev);
+    int caught = 0;
+    for (const auto& r : results)
+      if (r.axes.stochastic_rounding) {
+        INFO(r.label);
+        CHECK(failed_check(r, "c12.sr"));
+        caught += r.row.verdict == Verdict::Failed;
+      } else {
+        CHECK(r.row.verdict == Verdict::Passed);
+      }
+    CHECK(caught == 20);
+  }
+  SECTION("one touched row left without its update") {
+    RoutingStandIn dev(BwdFault::SkipOneRow);
+    for (const auto& r : run_all(&dev)) {
+      INFO(r.label);
+      CHECK(failed_check(r, "oracle."));
+    }
+  }
+  SECTION("a second call that differs in one bit") {
+    RoutingStandIn dev(BwdFault::FlipBitOnSecondCall);
+    int caught = 0;
+    for (const auto& r : run_all(&dev)) caught += failed_check(r, "deterministic");
+    CHECK(caught > 0);
+  }
+  SECTION("long runs never routed to a long path") {
+    RoutingStandIn dev(BwdFault::NoLongRoute);
+    const auto results = run_all(&dev);
+    for (const auto& r : results)
+      if (r.axes.route != BackwardRoute::Short) CHECK(failed_check(r, "counters"));
+    const auto missing = backward_paths_missing(results);
+    CHECK(std::find(missing.begin(), missing.end(), "bwd.long.fused") != missing.end());
+    CHECK(count_backward_rows(results).failed > 0);
+  }
+}
