@@ -14,6 +14,12 @@
 
 namespace tbe::oracle::detail {
 
+/// Work (element operations) below which an OpenMP loop runs on the calling thread: a parallel
+/// region costs microseconds, far more with oversubscribed cores (spinning workers), which would
+/// dominate the many tiny problems of the property tests (same rule as the reference's).
+inline constexpr std::int64_t kParallelWork = 1 << 16;
+inline bool worth_parallel(std::int64_t work) { return work >= kParallelWork; }
+
 /// RNE rounding of x to acc (F64 identity, F32 by conversion, F16/BF16 via tbe::round_to).
 inline double round_acc(DType acc, double x) {
   switch (acc) {

@@ -268,7 +268,12 @@ std::string fmt(const char* f, double v) {
 
 std::string coord_text(const ElementCoord& w) {
   std::string s = "(";
-  if (w.lookup_row) {  // NONE: the row is a lookup position
+  if (w.table_row) {  // backward: a weight / momentum element of (table, row)
+    s += "table " + std::to_string(w.feature) + ", row " + std::to_string(w.row);
+    if (w.column >= 0) s += ", column " + std::to_string(w.column);
+    return s + "; flat " + std::to_string(w.flat) + ")";
+  }
+  if (w.lookup_row) {  // NONE (or a per-sample-weight gradient): the row is a lookup position
     s += "row " + std::to_string(w.row);
     if (w.feature >= 0) {
       s += ", feature " + std::to_string(w.feature);
@@ -282,7 +287,8 @@ std::string coord_text(const ElementCoord& w) {
     if (w.rank >= 0) s += ", rank " + std::to_string(w.rank);
     s += ", sample " + std::to_string(w.sample);
   }
-  s += ", column " + std::to_string(w.column) + "; flat " + std::to_string(w.flat) + ")";
+  if (w.column >= 0) s += ", column " + std::to_string(w.column);  // -1: a per-lookup scalar
+  s += "; flat " + std::to_string(w.flat) + ")";
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "float_model.h"
+#include "summation_internal.h"
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
 
@@ -17,86 +18,8 @@ namespace tbe::oracle {
 
 namespace {
 
-/// splitmix64 (Steele, Lea, Flood 2014): a tiny, well-mixed, portable generator.
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [0, n) (n >= 1) by rejection: portable, unlike std::uniform_int_distribution.
-  std::uint64_t below(std::uint64_t n) {
-    const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
-    std::uint64_t x;
-    do x = next(); while (x >= limit);
-    return x % n;
-  }
-};
-
-class Accumulator {
- public:
-  explicit Accumulator(DType acc) : acc_(acc) {}
-  double r(double x) const { return detail::round_acc(acc_, x); }
-  double add(double a, double b) const { return r(a + b); }
-  double mul(double a, double b) const { return r(a * b); }
-  double div(double a, double b) const { return r(a / b); }
-
-  /// Sum of x[0..n) in `order`; x may be permuted in place.
-  double sum(std::vector<double>& x, SummationOrder order, std::uint64_t seed) const {
-    const std::size_t n = x.size();
-    if (n == 0) return 0.0;
-    switch (order) {
-      case SummationOrder::IndexOrder: break;
-      case SummationOrder::SortedAscending:
-        std::stable_sort(x.begin(), x.end(),
-                         [](double a, double b) { return std::fabs(a) < std::fabs(b); });
-        break;
-      case SummationOrder::SortedDescending:
-        std::stable_sort(x.begin(), x.end(),
-                         [](double a, double b) { return std::fabs(a) > std::fabs(b); });
-        break;
-      case SummationOrder::SortedSigned: std::stable_sort(x.begin(), x.end()); break;
-      case SummationOrder::RandomPermutation: {
-        SplitMix64 g{seed};
-        for (std::size_t i = n - 1; i > 0; --i) std::swap(x[i], x[g.below(i + 1)]);
-        break;
-      }
-      case SummationOrder::PairwiseTree: return pairwise(x.data(), n);
-      case SummationOrder::Chunked256: {
-        constexpr std::size_t kChunk = 256;
-        double total = 0.0;
-        bool first_chunk = true;
-        for (std::size_t c = 0; c < n; c += kChunk) {
-          const std::size_t end = std::min(n, c + kChunk);
-          double part = x[c];
-          for (std::size_t i = c + 1; i < end; ++i) part = add(part, x[i]);
-          total = first_chunk ? part : add(total, part);
-          first_chunk = false;
-        }
-        return total;
-      }
-    }
-    double s = x[0];
-    for (std::size_t i = 1; i < n; ++i) s = add(s, x[i]);
-    return s;
-  }
-
- private:
-  double pairwise(const double* x, std::size_t n) const {
-    if (n == 1) return x[0];
-    const std::size_t h = n / 2;
-    return add(pairwise(x, h), pairwise(x + h, n - h));
-  }
-  DType acc_;
-};
-
-std::uint64_t mix_seed(std::uint64_t seed, std::int64_t bag, std::int64_t col) {
-  SplitMix64 g{seed ^ (static_cast<std::uint64_t>(bag) * 0xD1B54A32D192ED03ull) ^
-               (static_cast<std::uint64_t>(col) * 0x8CB92BA72F3D8DD7ull)};
-  return g.next();
-}
+using detail::Accumulator;
+using detail::mix_seed;
 
 void check_accumulation(DType acc) {
   if (acc != DType::F64 && acc != DType::F32 && acc != DType::F16 && acc != DType::BF16)

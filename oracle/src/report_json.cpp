@@ -16,7 +16,7 @@ nlohmann::json number(double x) {
 void to_json(nlohmann::json& j, const ElementCoord& c) {
   j = nlohmann::json{{"feature", c.feature}, {"sample", c.sample}, {"rank", c.rank},
                      {"row", c.row},         {"column", c.column}, {"flat", c.flat},
-                     {"lookup_row", c.lookup_row}};
+                     {"lookup_row", c.lookup_row}, {"table_row", c.table_row}};
 }
 
 void to_json(nlohmann::json& j, const ElementVerdict& v) {

@@ -61,7 +61,7 @@ double f32(double x) { return static_cast<double>(static_cast<float>(x)); }
 
 // ---- hand-computed updates -------------------------------------------------------------------------
 
-TEST_CASE("SGD: one lookup updates one row by -lr*G (hand-computed)", "[backward]") {
+TEST_CASE("SGD: one lookup updates one row by minus lr times G (hand-computed)", "[backward]") {
   auto c = hand_case(3, 2, {{1}}, [](auto r, auto d) { return r + 1.0 + d; });  // W[1] = [2, 3]
   set_grads(c, {0.5, -1.0});
   const BackwardReference ref = backward_reference_fp64(c.view());
@@ -425,7 +425,7 @@ TEST_CASE("the SR uniform is word 0 of Philox at counter (offset, element), key 
   CHECK(stochastic_rounding_uniform(2, 2, 3) != u);
 }
 
-TEST_CASE("stochastic_round picks RU iff u < fraction; exact and special values unchanged",
+TEST_CASE("stochastic_round picks RU iff u < fraction, exact and special values unchanged",
           "[backward][sr]") {
   const double x = 1 + 0x1p-12;  // FP16: a quarter ulp above 1
   CHECK(stochastic_round(DType::F16, x, 0.0) == 1 + 0x1p-10);

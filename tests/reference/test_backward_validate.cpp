@@ -151,7 +151,7 @@ TEST_CASE("optimizer values: finite and positive, also as FP32", "[backward][val
   }
 }
 
-TEST_CASE("eps is not checked for SGD; weight decay modes need Adagrad", "[backward][validate]") {
+TEST_CASE("eps is not checked for SGD, weight decay modes need Adagrad", "[backward][validate]") {
   BackwardCase c = valid_case();
   c.options.optimizer.kind = OptimizerKind::ExactSgd;
   c.options.optimizer.eps = -1;  // unused by SGD

@@ -39,6 +39,9 @@ struct ElementCoord {
   std::int64_t column = -1;
   std::int64_t flat = -1;  ///< flat element index in the output buffer
   bool lookup_row = false; ///< (addition) true under NONE: `row` is a lookup position
+  /// (addition, backward) true for a weight or momentum element: `feature` is a TABLE index and
+  /// `row` a row of that table (column = d, or -1 for a momentum).
+  bool table_row = false;
 };
 
 /// The judgement of one output element.

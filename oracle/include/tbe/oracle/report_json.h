@@ -9,7 +9,7 @@
 
 namespace tbe::oracle {
 
-/// {"feature", "sample", "rank", "row", "column", "flat", "lookup_row"}
+/// {"feature", "sample", "rank", "row", "column", "flat", "lookup_row", "table_row"}
 void to_json(nlohmann::json& j, const ElementCoord& c);
 /// {"where", "lo", "hi", "value", "reference", "position", "inside"}
 void to_json(nlohmann::json& j, const ElementVerdict& v);
