@@ -48,6 +48,13 @@ std::vector<float> floats(const std::vector<std::byte>& b) {
   return v;
 }
 
+/// CHECKs that the oracle passes the outcome (its summary shown on failure).
+void check_judged(BackwardCase& c, const BackwardOutcome& g) {
+  const oracle::BackwardCheckReport r = judge(c, g);
+  INFO(r.summary());
+  CHECK(r.passed());
+}
+
 std::string paths(const BackwardStats& s) {
   std::string r;
   for (const auto& p : s.paths) r += p + " ";
@@ -74,7 +81,7 @@ TEST_CASE("backward routes runs by SL and the threshold, counters exact", "[gpu]
         INFO(to_string(g));
         REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
         CHECK(g.sentinels_intact);
-        CHECK(judged_ok(c, g));
+        check_judged(c, g);
         const BackwardPathCounters& k = g.stats.counters;
         std::int64_t exp_long = 0, exp_long_lookups = 0, exp_chunks = 0;
         for (std::int64_t sl : {std::int64_t{3}, SL, std::int64_t{3}})
@@ -120,7 +127,7 @@ TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boun
           INFO(to_string(g));
           REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
           CHECK(g.sentinels_intact);
-          CHECK(judged_ok(c, g));
+          check_judged(c, g);
           const BackwardPathCounters& k = g.stats.counters;
           CHECK(k.fused_runs + k.chunked_runs == E);
           CHECK(k.short_runs == 0);
@@ -163,7 +170,7 @@ TEST_CASE("C09 shared table, exact rowwise Adagrad on the GPU", "[gpu][backward]
     CHECK(g.momentum[0] == 0.0f);
     CHECK(g.momentum[3] == 0.0f);
     CHECK(g.stats.runs == 1);
-    CHECK(judged_ok(c, g));
+    check_judged(c, g);
   }
 }
 
@@ -206,7 +213,7 @@ TEST_CASE("C12 stochastic rounding really happens on the GPU", "[gpu][backward][
     INFO("fraction moved " << frac);
     CHECK(frac >= 0.22);
     CHECK(frac <= 0.28);
-    CHECK(judged_ok(c, g));
+    check_judged(c, g);
     const BackwardProblem p = c.view();
     const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
     const oracle::StochasticRoundingTest t = oracle::stochastic_rounding_test(p, enc, g.weights.data());
@@ -231,7 +238,7 @@ TEST_CASE("C13 deterministic backward is bitwise reproducible, hoisted or not", 
     o.strategy.long_runs = mode;
     const BackwardOutcome first = run_backward_gpu(c, o);
     REQUIRE(first.kind == BackwardOutcome::Kind::Ok);
-    CHECK(judged_ok(c, first));
+    check_judged(c, first);
     for (int rep = 0; rep < 2; ++rep) {
       const BackwardOutcome again = run_backward_gpu(c, o);
       CHECK(again.weights == first.weights);
@@ -246,7 +253,7 @@ TEST_CASE("C13 deterministic backward is bitwise reproducible, hoisted or not", 
     o.strategy.deterministic = false;  // float atomics: still inside the enclosures
     const BackwardOutcome nd = run_backward_gpu(c, o);
     REQUIRE(nd.kind == BackwardOutcome::Kind::Ok);
-    CHECK(judged_ok(c, nd));
+    check_judged(c, nd);
   }
 }
 
@@ -266,7 +273,7 @@ TEST_CASE("hoisted and non-hoisted backward agree bitwise on a scaled-down seed-
   REQUIRE(hoisted.kind == BackwardOutcome::Kind::Ok);
   CHECK(plain.weights == hoisted.weights);
   CHECK(plain.momentum == hoisted.momentum);
-  CHECK(judged_ok(c, plain));
+  check_judged(c, plain);
 }
 
 TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[gpu][backward][bounds]") {
