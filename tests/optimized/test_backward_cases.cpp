@@ -6,9 +6,12 @@
 #include <cstring>
 
 #include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
 
 #include "backward_harness.h"
 #include "gpu_harness.h"
+#include "tbe/cuda/backward.h"
+#include "tbe/cuda/device_buffer.h"
 #include "tbe/precision.h"
 #include "tbe/workloads.h"
 
@@ -295,4 +298,46 @@ TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[
       CHECK(g.momentum == c.momentum);
       CHECK(g.sentinels_intact);
     }
+}
+
+TEST_CASE("a hoisted transpose of other lookups, or one never run, is rejected", "[gpu][backward][hoisted]") {
+  // two calls that differ only in their lookups
+  BackwardCase a = one_table_case(DType::F32, 8, 4, {1, 2, 3, 1}, 2, OptimizerKind::ExactSgd, 1);
+  BackwardCase b = one_table_case(DType::F32, 8, 4, {1, 2, 3, 1, 5, 6}, 2, OptimizerKind::ExactSgd, 2);
+  auto upload = [](BackwardCase& c, std::vector<cuda::DeviceBuffer>& keep) {
+    BackwardProblem p = c.view();
+    const std::size_t isz = dtype_size(c.forward.index_dtype);
+    keep.emplace_back(c.forward.weights.data(), c.forward.weights.size());
+    p.forward.tables.weights = keep.back().get();
+    keep.emplace_back(p.forward.lookups.indices, c.forward.indices.size() * isz);
+    p.forward.lookups.indices = keep.back().get();
+    keep.emplace_back(p.forward.lookups.offsets, c.forward.offsets.size() * isz);
+    p.forward.lookups.offsets = keep.back().get();
+    keep.emplace_back(c.grad_output.data(), c.grad_output.size());
+    p.grad_output = keep.back().get();
+    return p;
+  };
+  std::vector<cuda::DeviceBuffer> keep;
+  keep.reserve(16);
+  const BackwardProblem pa = upload(a, keep), pb = upload(b, keep);
+  cuda::BackwardOp op(pa);
+  cuda::TransposeOp other(pb.forward), never_run(pa.forward);
+  cuda::DeviceBuffer ws(op.workspace_bytes()), tws(other.workspace_bytes()),
+      out(a.forward.weights.size());
+  BackwardOutputs o;
+  o.weights = out.get();
+  other.run(tws.get(), nullptr);
+  try {
+    op.run(o, ws.get(), nullptr, other.sorted());
+    FAIL("a SortedLookups of other lookups was accepted");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.argument() == "hoisted");
+  }
+  try {
+    op.run(o, ws.get(), nullptr, never_run.sorted());
+    FAIL("a SortedLookups whose TransposeOp never ran was accepted");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.argument() == "hoisted");
+  }
+  cudaDeviceSynchronize();
 }

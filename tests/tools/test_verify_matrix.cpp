@@ -100,10 +100,6 @@ class FaultyBackend : public Backend {
                          const BackwardStrategy& s) override {
     return ref_->backward(p, out, s);
   }
-  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
-                         const BackwardStrategy& s) override {
-    return ref_->backward(p, out, s);
-  }
 
 
  private:
