@@ -18,6 +18,8 @@ namespace tbe::cuda::detail {
 
 inline constexpr int kRunBlock = 256;       ///< threads per block with warp groups
 inline constexpr int kMaxBlockGroup = 512;  ///< D <= 2048 -> at most 512 lanes of 4 columns
+/// grad_output rows loaded back to back per lane. Measured on H200, seed-large: 4 rows at 3 blocks
+/// per SM beats 8 rows at 2 blocks per SM (8 spills at 3) by 15% on short runs, 3% on long chunks.
 inline constexpr int kRunRowsInFlight = 4;
 
 template <bool kBlock> struct RunGroup;

@@ -464,6 +464,9 @@ void BackwardOp::run(const BackwardOutputs& out, void* d_workspace, cudaStream_t
   const TransposePlan* tp = &P.transpose;
   char* ws = static_cast<char*>(d_workspace);
   char* tws = ws + P.ws_total;
+  if (hoisted.impl != nullptr && hoisted.workspace == nullptr)
+    throw InvalidArgument("hoisted", "hoisted: the SortedLookups comes from a TransposeOp whose "
+                                     "run() was not called (no workspace)");
   if (hoisted.valid()) {
     tp = static_cast<const TransposePlan*>(hoisted.impl);
     if (!tp->compatible(P.transpose))

@@ -46,8 +46,8 @@ BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o);
 /// The reference backward (tbe::backward_reference) on host copies of `c`.
 BackwardOutcome run_backward_reference(BackwardCase& c, bool want_psw);
 
-/// The oracle's judgement of a GPU outcome (RC_LOGs the summary); true if every check passed.
-bool judged_ok(BackwardCase& c, const BackwardOutcome& gpu);
+/// The oracle's judgement of an outcome (oracle::check_backward on the case's host problem).
+oracle::BackwardCheckReport judge(BackwardCase& c, const BackwardOutcome& gpu);
 
 /// Fills grad_output with values from a seeded stream: uniform in [-1, 1) rounded to the output
 /// type, or small integers in [-4, 4].

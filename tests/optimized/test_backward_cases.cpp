@@ -6,9 +6,12 @@
 #include <cstring>
 
 #include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
 
 #include "backward_harness.h"
 #include "gpu_harness.h"
+#include "tbe/cuda/backward.h"
+#include "tbe/cuda/device_buffer.h"
 #include "tbe/precision.h"
 #include "tbe/workloads.h"
 
@@ -48,6 +51,13 @@ std::vector<float> floats(const std::vector<std::byte>& b) {
   return v;
 }
 
+/// CHECKs that the oracle passes the outcome (its summary shown on failure).
+void check_judged(BackwardCase& c, const BackwardOutcome& g) {
+  const oracle::BackwardCheckReport r = judge(c, g);
+  INFO(r.summary());
+  CHECK(r.passed());
+}
+
 std::string paths(const BackwardStats& s) {
   std::string r;
   for (const auto& p : s.paths) r += p + " ";
@@ -74,7 +84,7 @@ TEST_CASE("backward routes runs by SL and the threshold, counters exact", "[gpu]
         INFO(to_string(g));
         REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
         CHECK(g.sentinels_intact);
-        CHECK(judged_ok(c, g));
+        check_judged(c, g);
         const BackwardPathCounters& k = g.stats.counters;
         std::int64_t exp_long = 0, exp_long_lookups = 0, exp_chunks = 0;
         for (std::int64_t sl : {std::int64_t{3}, SL, std::int64_t{3}})
@@ -120,7 +130,7 @@ TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boun
           INFO(to_string(g));
           REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
           CHECK(g.sentinels_intact);
-          CHECK(judged_ok(c, g));
+          check_judged(c, g);
           const BackwardPathCounters& k = g.stats.counters;
           CHECK(k.fused_runs + k.chunked_runs == E);
           CHECK(k.short_runs == 0);
@@ -163,7 +173,7 @@ TEST_CASE("C09 shared table, exact rowwise Adagrad on the GPU", "[gpu][backward]
     CHECK(g.momentum[0] == 0.0f);
     CHECK(g.momentum[3] == 0.0f);
     CHECK(g.stats.runs == 1);
-    CHECK(judged_ok(c, g));
+    check_judged(c, g);
   }
 }
 
@@ -206,7 +216,7 @@ TEST_CASE("C12 stochastic rounding really happens on the GPU", "[gpu][backward][
     INFO("fraction moved " << frac);
     CHECK(frac >= 0.22);
     CHECK(frac <= 0.28);
-    CHECK(judged_ok(c, g));
+    check_judged(c, g);
     const BackwardProblem p = c.view();
     const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
     const oracle::StochasticRoundingTest t = oracle::stochastic_rounding_test(p, enc, g.weights.data());
@@ -231,7 +241,7 @@ TEST_CASE("C13 deterministic backward is bitwise reproducible, hoisted or not", 
     o.strategy.long_runs = mode;
     const BackwardOutcome first = run_backward_gpu(c, o);
     REQUIRE(first.kind == BackwardOutcome::Kind::Ok);
-    CHECK(judged_ok(c, first));
+    check_judged(c, first);
     for (int rep = 0; rep < 2; ++rep) {
       const BackwardOutcome again = run_backward_gpu(c, o);
       CHECK(again.weights == first.weights);
@@ -246,7 +256,7 @@ TEST_CASE("C13 deterministic backward is bitwise reproducible, hoisted or not", 
     o.strategy.deterministic = false;  // float atomics: still inside the enclosures
     const BackwardOutcome nd = run_backward_gpu(c, o);
     REQUIRE(nd.kind == BackwardOutcome::Kind::Ok);
-    CHECK(judged_ok(c, nd));
+    check_judged(c, nd);
   }
 }
 
@@ -266,7 +276,7 @@ TEST_CASE("hoisted and non-hoisted backward agree bitwise on a scaled-down seed-
   REQUIRE(hoisted.kind == BackwardOutcome::Kind::Ok);
   CHECK(plain.weights == hoisted.weights);
   CHECK(plain.momentum == hoisted.momentum);
-  CHECK(judged_ok(c, plain));
+  check_judged(c, plain);
 }
 
 TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[gpu][backward][bounds]") {
@@ -288,4 +298,46 @@ TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[
       CHECK(g.momentum == c.momentum);
       CHECK(g.sentinels_intact);
     }
+}
+
+TEST_CASE("a hoisted transpose of other lookups, or one never run, is rejected", "[gpu][backward][hoisted]") {
+  // two calls that differ only in their lookups
+  BackwardCase a = one_table_case(DType::F32, 8, 4, {1, 2, 3, 1}, 2, OptimizerKind::ExactSgd, 1);
+  BackwardCase b = one_table_case(DType::F32, 8, 4, {1, 2, 3, 1, 5, 6}, 2, OptimizerKind::ExactSgd, 2);
+  auto upload = [](BackwardCase& c, std::vector<cuda::DeviceBuffer>& keep) {
+    BackwardProblem p = c.view();
+    const std::size_t isz = dtype_size(c.forward.index_dtype);
+    keep.emplace_back(c.forward.weights.data(), c.forward.weights.size());
+    p.forward.tables.weights = keep.back().get();
+    keep.emplace_back(p.forward.lookups.indices, c.forward.indices.size() * isz);
+    p.forward.lookups.indices = keep.back().get();
+    keep.emplace_back(p.forward.lookups.offsets, c.forward.offsets.size() * isz);
+    p.forward.lookups.offsets = keep.back().get();
+    keep.emplace_back(c.grad_output.data(), c.grad_output.size());
+    p.grad_output = keep.back().get();
+    return p;
+  };
+  std::vector<cuda::DeviceBuffer> keep;
+  keep.reserve(16);
+  const BackwardProblem pa = upload(a, keep), pb = upload(b, keep);
+  cuda::BackwardOp op(pa);
+  cuda::TransposeOp other(pb.forward), never_run(pa.forward);
+  cuda::DeviceBuffer ws(op.workspace_bytes()), tws(other.workspace_bytes()),
+      out(a.forward.weights.size());
+  BackwardOutputs o;
+  o.weights = out.get();
+  other.run(tws.get(), nullptr);
+  try {
+    op.run(o, ws.get(), nullptr, other.sorted());
+    FAIL("a SortedLookups of other lookups was accepted");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.argument() == "hoisted");
+  }
+  try {
+    op.run(o, ws.get(), nullptr, never_run.sorted());
+    FAIL("a SortedLookups whose TransposeOp never ran was accepted");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.argument() == "hoisted");
+  }
+  cudaDeviceSynchronize();
 }

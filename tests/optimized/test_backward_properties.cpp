@@ -18,6 +18,13 @@ bool has_path(const BackwardStats& s, const std::string& name) {
 }
 
 /// Counters agree with the strategy and with the reference's runs / lookups.
+/// The oracle passes the outcome (summary logged for the counterexample).
+void verify_judged(BackwardCase& c, const BackwardOutcome& gpu) {
+  const oracle::BackwardCheckReport r = judge(c, gpu);
+  RC_LOG() << r.summary() << "\n";
+  RC_ASSERT(r.passed());
+}
+
 void verify_counters(const BackwardOutcome& gpu, const BackwardOutcome& ref,
                      const BackwardStrategy& s) {
   const BackwardPathCounters& k = gpu.stats.counters;
@@ -59,7 +66,7 @@ TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][
       RC_ASSERT(gpu.kind == BackwardOutcome::Kind::Ok);
       RC_ASSERT(ref.kind == BackwardOutcome::Kind::Ok);
       RC_ASSERT(gpu.sentinels_intact);
-      RC_ASSERT(judged_ok(c, gpu));
+      verify_judged(c, gpu);
       verify_counters(gpu, ref, o.strategy);
       RC_ASSERT(has_path(gpu.stats, o.hoisted ? "bwd.hoisted" : "bwd.sort.key32") ||
                 has_path(gpu.stats, "bwd.sort.key32"));
@@ -102,7 +109,7 @@ TEST_CASE("backward repairs malformed input like the reference", "[gpu][backward
         return;
       }
       RC_ASSERT(gpu.kind == BackwardOutcome::Kind::Ok);
-      RC_ASSERT(judged_ok(c, gpu));
+      verify_judged(c, gpu);
       verify_counters(gpu, ref, o.strategy);
     });
   });
@@ -134,7 +141,7 @@ TEST_CASE("host Backend: cuda backward lies in the oracle's enclosures", "[gpu][
         got.momentum = work.momentum;
       }
       RC_LOG() << describe(c.forward) << " " << describe(s) << "\n" << to_string(got) << "\n";
-      RC_ASSERT(judged_ok(c, got));
+      verify_judged(c, got);
       const BackwardOutcome ref = run_backward_reference(c, want_psw);
       RC_ASSERT(got.stats.runs == ref.stats.runs);
       RC_ASSERT(got.stats.warnings == ref.stats.warnings);
