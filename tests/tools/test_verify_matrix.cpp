@@ -96,11 +96,11 @@ class FaultyBackend : public Backend {
     RepairResult r = ref_->repair(p);
     if (fault_ == Fault::WrongRepair && !r.indices.empty()) r.indices.back() += 1;
     return r;
-  }
-  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+  }  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
                          const BackwardStrategy& s) override {
     return ref_->backward(p, out, s);
   }
+
 
  private:
   Fault fault_;
