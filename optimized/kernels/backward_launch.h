@@ -160,8 +160,10 @@ struct RunTypes {
 std::size_t transpose_temp_bytes(bool key32, std::int64_t n);
 void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStream_t stream);
 /// Sort (keys_in, values_in) -> (keys_out, values_out) on bits [0, end_bit), RLE of keys_out into
-/// run_keys / run_lengths / num_runs, exclusive prefix of run_lengths into run_offsets.
-void launch_sort_rle(bool key32, int end_bit, std::int64_t n, void* keys_in, void* keys_out,
+/// run_keys / run_lengths / num_runs ([max_runs] arrays, max_runs = min(n, K + 1) >= R),
+/// exclusive prefix of run_lengths into run_offsets [max_runs + 1].
+void launch_sort_rle(bool key32, int end_bit, std::int64_t n, std::int64_t max_runs,
+                     void* keys_in, void* keys_out,
                      std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
                      std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
                      void* temp, std::size_t temp_bytes, cudaStream_t stream);

@@ -8,8 +8,8 @@
 //  2. cub::DeviceRadixSort::SortPairs on bits [0, end_bit) only (end_bit = bits of K; 32-bit keys
 //     when K < 2^31), stable, so positions stay ascending inside a run;
 //  3. cub::DeviceRunLengthEncode::Encode -> unique keys, SL, number of runs (device scalar);
-//  4. cub::DeviceScan::ExclusiveSum of SL -> run offsets. CUB sizes by the upper bound N; nothing
-//     is read back to the host.
+//  4. cub::DeviceScan::ExclusiveSum of SL -> run offsets. CUB is sized by upper bounds (N items to
+//     sort and encode, min(N, K + 1) runs to scan); nothing is read back to the host.
 //  5. route: runs with SL >= threshold are listed (slot, chunk range) for the long-run kernels
 //     (atomic slot allocation; a run's result does not depend on its slot), the rest counted.
 #include <cub/device/device_radix_sort.cuh>
@@ -28,14 +28,22 @@ constexpr int kLinGroup = 8;  // threads per bag in linearize
 
 template <class Idx, class Key>
 __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const LinearizeArgs a) {
-  if (fatal_aborted(a.abort_key)) return;
+  Key* keys = static_cast<Key*>(a.keys);
+  if (fatal_aborted(a.abort_key)) {
+    // FATAL violation: the offsets/indices may be anything, so every key becomes the sentinel (the
+    // RLE then yields one run, within its min(N, K + 1) bound; every later kernel exits anyway).
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kBlock;
+    for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; p < a.N;
+         p += stride)
+      keys[p] = static_cast<Key>(a.sentinel);
+    return;
+  }
   const std::int64_t groups = std::max<std::int64_t>(a.num_bags, 1);
   const std::int64_t k = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kLinGroup;
   const int glane = threadIdx.x % kLinGroup;
   if (k >= groups) return;
   const Idx* offsets = static_cast<const Idx*>(a.offsets);
   const Idx* indices = static_cast<const Idx*>(a.indices);
-  Key* keys = static_cast<Key*>(a.keys);
   const bool scaled = a.value_kind == SortedValue::PositionScaled;
   auto outside = [&](std::int64_t lo, std::int64_t hi) {  // positions that belong to no bag
     for (std::int64_t p = lo + glane; p < hi; p += kLinGroup) {
@@ -59,11 +67,16 @@ __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const Lineariz
   unsigned long long bad = 0;
   for (std::int64_t p = s + glane; p < e; p += kLinGroup) {
     std::int64_t i = static_cast<std::int64_t>(indices[p]);
-    if (a.check_indices && (i < 0 || i >= E)) {
-      i = 0;
-      ++bad;
+    std::int64_t key = row0 + i;
+    if (i < 0 || i >= E) {
+      if (a.check_indices) {  // WARNING/IGNORE: row 0, counted
+        key = row0;
+        ++bad;
+      } else {  // NONE with a broken promise: no gradient, and keys stay in [0, K] (R <= K + 1)
+        key = a.sentinel;
+      }
     }
-    keys[p] = static_cast<Key>(row0 + i);
+    keys[p] = static_cast<Key>(key);
     a.values[p] = static_cast<std::uint32_t>(a.value_kind == SortedValue::Bag ? k : p);
     if (scaled) {
       const double w = a.per_sample_weights != nullptr ? static_cast<double>(a.per_sample_weights[p]) : 1.0;
@@ -104,7 +117,7 @@ std::size_t temp_bytes_t(std::int64_t n) {
 }
 
 template <class Key>
-void sort_rle_t(int end_bit, std::int64_t n, void* keys_in, void* keys_out,
+void sort_rle_t(int end_bit, std::int64_t n, std::int64_t max_runs, void* keys_in, void* keys_out,
                 std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
                 std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
                 void* temp, std::size_t temp_bytes, cudaStream_t stream) {
@@ -119,9 +132,11 @@ void sort_rle_t(int end_bit, std::int64_t n, void* keys_in, void* keys_out,
                                                 static_cast<Key*>(run_keys), run_lengths, num_runs,
                                                 items, stream),
              "cub::DeviceRunLengthEncode::Encode");
-  // Σ over the first R lengths is all that is used; entries past R are never read by backward.
+  // Over the upper bound min(N, K + 1) of R: Σ over the first R lengths is all that is used;
+  // entries past R are never read by backward.
   bytes = temp_bytes;
-  cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, run_lengths, run_offsets, items, stream),
+  cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, run_lengths, run_offsets,
+                                           static_cast<int>(max_runs), stream),
              "cub::DeviceScan::ExclusiveSum");
 }
 
@@ -210,7 +225,8 @@ void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStrea
   }
 }
 
-void launch_sort_rle(bool key32, int end_bit, std::int64_t n, void* keys_in, void* keys_out,
+void launch_sort_rle(bool key32, int end_bit, std::int64_t n, std::int64_t max_runs,
+                     void* keys_in, void* keys_out,
                      std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
                      std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
                      void* temp, std::size_t temp_bytes, cudaStream_t stream) {
@@ -219,10 +235,10 @@ void launch_sort_rle(bool key32, int end_bit, std::int64_t n, void* keys_in, voi
     return;
   }
   if (key32)
-    sort_rle_t<std::uint32_t>(end_bit, n, keys_in, keys_out, values_in, values_out, run_keys,
+    sort_rle_t<std::uint32_t>(end_bit, n, max_runs, keys_in, keys_out, values_in, values_out, run_keys,
                               run_lengths, run_offsets, num_runs, temp, temp_bytes, stream);
   else
-    sort_rle_t<std::uint64_t>(end_bit, n, keys_in, keys_out, values_in, values_out, run_keys,
+    sort_rle_t<std::uint64_t>(end_bit, n, max_runs, keys_in, keys_out, values_in, values_out, run_keys,
                               run_lengths, run_offsets, num_runs, temp, temp_bytes, stream);
 }
 

@@ -94,6 +94,7 @@ struct TransposePlan {
   std::vector<std::int64_t> feature_rows;
   // --- transpose geometry ---
   std::int64_t sentinel = 0;  ///< K = Σ E_t
+  std::int64_t max_runs = 0;  ///< upper bound of R: min(N, K + 1)
   bool key32 = true;
   int end_bit = 1;
   SortedValue value_kind = SortedValue::Bag;
@@ -172,9 +173,12 @@ struct TransposePlan {
     ws_vals_out = L.add(n * 4);
     ws_pos_bag = L.add(scaled ? n * 4 : 0);
     ws_pos_scale = L.add(scaled ? n * 8 : 0);
-    ws_run_keys = L.add(n * ksz);
-    ws_run_lengths = L.add(n * 4);
-    ws_run_offsets = L.add((n + 1) * 4);
+    // R <= min(N, K + 1): distinct rows plus the sentinel run
+    max_runs = std::min<std::int64_t>(N, K + 1);
+    const std::size_t r = static_cast<std::size_t>(max_runs);
+    ws_run_keys = L.add(r * ksz);
+    ws_run_lengths = L.add(r * 4);
+    ws_run_offsets = L.add((r + 1) * 4);
     ws_num_runs = L.add(sizeof(std::int32_t));
     temp_bytes = N > 0 ? detail::transpose_temp_bytes(key32, N) : 0;
     ws_temp = L.add(temp_bytes);
@@ -229,7 +233,7 @@ struct TransposePlan {
     a.counters = c;
     a.abort_key = abort_key(ws);
     detail::launch_linearize(index_dtype, key32, a, s);
-    detail::launch_sort_rle(key32, end_bit, N, ws + ws_keys_in, ws + ws_keys_out,
+    detail::launch_sort_rle(key32, end_bit, N, max_runs, ws + ws_keys_in, ws + ws_keys_out,
                             reinterpret_cast<std::uint32_t*>(ws + ws_vals_in),
                             reinterpret_cast<std::uint32_t*>(ws + ws_vals_out), ws + ws_run_keys,
                             reinterpret_cast<std::int32_t*>(ws + ws_run_lengths),

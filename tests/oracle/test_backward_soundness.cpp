@@ -8,6 +8,7 @@
 
 #include <sstream>
 
+#include "../reference/backward_test_support.h"
 #include "backward_oracle_test_support.h"
 #include "tbe/errors.h"
 
@@ -50,6 +51,66 @@ TEST_CASE("backward enclosures are sound for random problems under every conform
     RC_LOG() << escape << "\n";
     RC_ASSERT(escape.empty());
   });
+}
+
+TEST_CASE("backward enclosures are sound for every routing SL (1, 2, 255 ... 512, 4096)",
+          "[oracle][backward][soundness]") {
+  // The reference tests' generator: one run forced to each SL where the GPU routing changes.
+  prop_n("zero escapes at the routing SLs", 200, [] {
+    const tbe_test::GenBackward g = *tbe_test::gen_backward();
+    BackwardCase c = g.c;
+    RC_TAG(tbe_test::sl_bucket(g.forced_sl));
+    const std::string escape = first_escape(c, g.content_seed);
+    RC_LOG() << escape << "\n";
+    RC_ASSERT(escape.empty());
+  });
+}
+
+TEST_CASE("backward enclosures are sound on one run of ~125K lookups",
+          "[oracle][backward][soundness][long]") {
+  // Row 2 of an FP16 table (D = 4) looked up 125000 times in bags of 5 (MEAN, weighted), FP32
+  // accumulation, Adagrad with L2, SR: chunks of 256 (the long-run paths), random and sorted
+  // orders, and the reference all land inside.
+  BackwardCase c;
+  ForwardCase& fc = c.forward;
+  fc.set_tables(DType::F16, {5}, {4});
+  tbe::Rng rng(125000, 3);
+  for (int r = 0; r < 5; ++r)
+    for (int d = 0; d < 4; ++d) fc.set_weight(0, r, d, 2 * rng.uniform() - 1);
+  fc.feature_table_map = {0};
+  fc.batch_size = 25000;
+  fc.offsets = {0};
+  for (std::int64_t b = 0; b < fc.batch_size; ++b) {
+    for (int i = 0; i < 5; ++i) fc.indices.push_back(2);
+    fc.offsets.push_back(static_cast<std::int64_t>(fc.indices.size()));
+  }
+  fc.per_sample_weights.resize(fc.indices.size());
+  for (auto& w : fc.per_sample_weights) w = static_cast<float>(0.5 + rng.uniform());
+  fc.options.pooling = PoolingMode::Mean;
+  fc.options.bounds_check = BoundsCheckMode::Fatal;
+  fc.options.policy =
+      make_policy(PolicyKind::SeedDefault, DType::F16, DType::F32, RoundingMode::Stochastic);
+  c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+  c.options.optimizer.learning_rate = 0.01;
+  c.options.optimizer.weight_decay_mode = WeightDecayMode::L2;
+  c.options.optimizer.weight_decay = 0.01;
+  c.reset_momentum();
+  c.resize_grad_output();
+  for (std::int64_t i = 0; i < fc.batch_size * 4; ++i) c.set_grad(i, 2 * rng.uniform() - 1);
+  const BackwardProblem p = c.view();
+  const BackwardEnclosures enc = compute_backward_enclosures(p);
+  REQUIRE(enc.reference.transpose.run_lengths == std::vector<std::int64_t>{125000});
+  for (SummationOrder order : {SummationOrder::Chunked256, SummationOrder::RandomPermutation,
+                               SummationOrder::SortedDescending, SummationOrder::PairwiseTree}) {
+    BackwardEmulationOptions o;
+    o.order = order;
+    o.seed = 17;
+    const BackwardCheckReport rep = judge_backward(p, enc, emulate_backward(p, o).view());
+    INFO(to_string(o) << "\n" << rep.summary());
+    CHECK(rep.passed());
+  }
+  const ReferenceRun ref = run_reference(c);
+  CHECK(judge_backward(p, enc, ref.view()).passed());
 }
 
 TEST_CASE("backward enclosures are sound on long runs split into chunks of 255/256/257",
