@@ -97,6 +97,10 @@ class FaultyBackend : public Backend {
     if (fault_ == Fault::WrongRepair && !r.indices.empty()) r.indices.back() += 1;
     return r;
   }
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& s) override {
+    return ref_->backward(p, out, s);  // the forward faults only
+  }
 
  private:
   Fault fault_;
