@@ -147,6 +147,13 @@ struct LceLtPlan {
       if ((st = cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i],
                                                      sizeof align[i])) != CUBLAS_STATUS_SUCCESS)
         return fail("preference alignment", st);
+    // Split-K partial sums only in the compute type (FP32): the in-place and output-type schemes
+    // would round partial sums to 16 bits, which no policy admits.
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if ((st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                   &reduction, sizeof reduction)) !=
+        CUBLAS_STATUS_SUCCESS)
+      return fail("preference reduction scheme", st);
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
     st = cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, d, pref, 1, &res, &found);
