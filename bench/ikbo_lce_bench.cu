@@ -2,10 +2,11 @@
 // broadcast baseline, on the ikbo-lce shape (workloads.md) and its two sweeps.
 //
 //   tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]
-//                      [--sweep-rounding round-once|published]
+//                      [--rounding R] [--sweep-rounding R]   (R: round-once|published|user-rounded)
 //
 // Shapes: M=433, N=256, K_u=1178, K_c=866; published B=1024, U=15 (≈70 candidates per user, sorted
-// map) in FP16 and BF16 under both rounding policies; sweep 1: B in {512, ..., 3072} at ≈70
+// map) in FP16 and BF16 under the three rounding policies (round-once, published, user-rounded;
+// --rounding R: only R; --quick: FP16, round-once and user-rounded); sweep 1: B in {512, ..., 3072} at ≈70
 // candidates per user (U = ceil(B/70)); sweep 2: B = 1024 with {2, 5, 10, 50, 100, 1000}
 // candidates per user (U = ceil(1024/c)); sweeps in FP16 (RoundOnce unless --sweep-rounding).
 // Variants, side by side on the same device inputs:
@@ -22,8 +23,9 @@
 //   l2-chunked    LceStage::L2Chunked (cuBLAS GEMM per chunk of candidates into an L2-resident
 //                 buffer, gather-add overlapped on a second stream); .cN = N candidates per
 //                 chunk, .serial = one stream
-//   lt-epilogue   LceStage::LtEpilogue (cuBLASLt pointer-array matmul, C[b] = FP32 user row u(b):
-//                 RoundOnce only; Published runs padded-k, see paths)
+//   lt-epilogue   LceStage::LtEpilogue (cuBLASLt pointer-array matmul, C[b] = user row u(b) in the
+//                 storage type, beta = 1: UserRounded; RoundOnce (FP32 C rejected by the
+//                 heuristic) and Published run padded-k, see paths)
 //   *.unsorted    the same on an unsorted map (published shape only: any map, same speed?)
 //   cublas.cand-gemm.only  the cuBLAS candidate GEMM alone (K padded): the cuBLAS stages' floor
 // plus the parts of `fused` and `l2-chunked.ld` (prologue + user GEMM alone; candidate part
@@ -39,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -247,7 +250,7 @@ void report(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, const std::str
   const double pct = 100.0 * tflops / c.gemm_tflops[t == DType::F16 ? 0 : 1];
   std::string p;
   for (const auto& x : paths) p += x + " ";
-  std::printf("%-16s %-5s %-10s %-22s %8.3f %8.3f %8.3f %8.1f %6.1f%% %9.2e  %s\n", s.name.c_str(),
+  std::printf("%-16s %-5s %-12s %-22s %8.3f %8.3f %8.3f %8.1f %6.1f%% %9.2e  %s\n", s.name.c_str(),
               to_string(t).c_str(), ikbo::to_string(r).c_str(), variant.c_str(), tm.median_ms,
               tm.min_ms, tm.max_ms, tflops, pct, rel_diff, p.c_str());
   std::fflush(stdout);
@@ -378,10 +381,12 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
                            {"whole_ms", whole.median_ms}, {"user_part_ms", user_part.median_ms},
                            {"candidate_part_ms", cand_part.median_ms}});
     }
-    // stage-3 finding, timed: the epilogue fusion cuBLASLt accepts (pointer-array batch, C[b] =
-    // user row u(b) in the output type, beta = 1) -> D = round(acc + round(user)): one rounding
-    // fewer than Published, one more than RoundOnce, so not an op stage. Timed: the user GEMM
-    // (cuBLAS, 16-bit out) + the Lt matmul; the pointer arrays are built once, untimed.
+    // stage-3 finding, timed raw: the epilogue fusion cuBLASLt accepts (pointer-array batch, C[b]
+    // = user row u(b) in the output type, beta = 1) -> D = round(fl32(acc + round(user))), the
+    // UserRounded policy (LceStage::LtEpilogue runs it with the map check and the device-built
+    // pointer arrays). Timed: the user GEMM (cuBLAS, 16-bit out) + the Lt matmul; the pointer
+    // arrays are built once on the host, untimed. rel_diff is 0 under user-rounded up to the
+    // GEMMs' summation orders.
     {
       cublasLtHandle_t lt;
       check(cublasLtCreate(&lt), "cublasLtCreate");
@@ -427,8 +432,9 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
               "Lt matmul");
       }, c.iters, c.stream, c.flush.get(), c.flush_bytes);
       download(out, h_out);
-      report(c, s, t, r, "lt-c16.ld(no policy)", tm, relative_difference(t, h_out, h_ref),
-             {"cuBLASLt pointer-array, C = round(user) in " + to_string(t) + ": round(acc + C)"});
+      report(c, s, t, r, "lt-c16.ld.raw", tm, relative_difference(t, h_out, h_ref),
+             {"cuBLASLt pointer-array, C = round(user) in " + to_string(t) +
+              ": round(acc + C) = user-rounded, host-built pointers"});
       cublasLtMatmulPreferenceDestroy(pref);
       for (auto& l : L) cublasLtMatrixLayoutDestroy(l);
       cublasLtMatmulDescDestroy(op);
@@ -437,7 +443,7 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
     // the cuBLAS candidate GEMM alone (K padded), into the part type: the floor of the cuBLAS
     // stages
     {
-      const DType part = r == ikbo::LceRounding::RoundOnce ? DType::F32 : t;
+      const DType part = r == ikbo::LceRounding::Published ? t : DType::F32;
       DeviceBuffer tmp(s.B * MN * dtype_size(part));
       const float one = 1, zero = 0;
       check(cublasSetStream(c.handle, c.stream), "set stream");
@@ -492,7 +498,7 @@ void run_shape(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, bool full) 
 /// the candidate matmul (column-major: D[b] (N×M) = E[b] (N×K) · W (K×M) + C[b]), batch B,
 /// strided (C batch stride 0: one user's result broadcast) or pointer-array (C[b] = user row
 /// u(b): any map), C in FP32 (RoundOnce exact) or in the output type (rounds the user part
-/// first: neither policy).
+/// first: UserRounded).
 void probe_cublaslt(const Shape& s, DType t) {
   cublasLtHandle_t h;
   check(cublasLtCreate(&h), "cublasLtCreate");
@@ -535,14 +541,17 @@ void probe_cublaslt(const Shape& s, DType t) {
 
 constexpr const char* kUsage =
     "usage: tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]\n"
-    "                          [--sweep-rounding round-once|published]\n"
-    "  Times the IKBO LCE stages (decomposed, padded-k, fused epilogue; tbe::cuda::LceOp) and the\n"
-    "  broadcast + one GEMM baseline on the ikbo-lce shape (FP16, BF16; both rounding policies)\n"
-    "  and its sweeps over B and candidates per user (FP16, --sweep-rounding, default round-once).\n"
+    "                          [--rounding R] [--sweep-rounding R]\n"
+    "                          (R: round-once | published | user-rounded)\n"
+    "  Times the IKBO LCE stages (decomposed, padded-k, fused epilogue, l2-chunked, lt-epilogue;\n"
+    "  tbe::cuda::LceOp) and the broadcast + one GEMM baseline on the ikbo-lce shape (FP16, BF16;\n"
+    "  the three rounding policies, or only --rounding R) and its sweeps over B and candidates\n"
+    "  per user (FP16, --sweep-rounding, default round-once).\n"
     "  CUDA events, median /\n"
     "  min / max over N iterations after warm-up, L2 flushed between iterations; TFLOP/s on the\n"
     "  decomposed work 2*M*N*(B*K_c + U*K_u) and as % of a cuBLAS 8192^3 GEMM measured in the\n"
-    "  same run. --quick: published shape FP16 only. Exits 77 when no CUDA device is visible.\n";
+    "  same run. --quick: published shape FP16 only, round-once and user-rounded (or --rounding).\n"
+    "  Exits 77 when no CUDA device is visible.\n";
 
 }  // namespace
 
@@ -551,6 +560,7 @@ int ikbo_lce_main(int argc, char** argv) {
   std::string json_path;
   bool sweeps = true, quick = false, sweeps_only = false;
   ikbo::LceRounding sweep_rounding = ikbo::LceRounding::RoundOnce;
+  std::vector<ikbo::LceRounding> roundings;  // empty: the default set
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -565,8 +575,17 @@ int ikbo_lce_main(int argc, char** argv) {
     else if (a == "--no-sweeps") sweeps = false;
     else if (a == "--quick") quick = true, sweeps = false;
     else if (a == "--sweeps-only") sweeps_only = true;
-    else if (a == "--sweep-rounding") sweep_rounding = next() == "published" ? ikbo::LceRounding::Published
-                                                                             : ikbo::LceRounding::RoundOnce;
+    else if (a == "--sweep-rounding" || a == "--rounding") {
+      ikbo::LceRounding r{};
+      try {
+        r = ikbo::parse_lce_rounding(next(), a.c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tbe-bench: %s\n%s", e.what(), kUsage);
+        return 2;
+      }
+      if (a == "--rounding") roundings.push_back(r);
+      else sweep_rounding = r;
+    }
     else if (a == "--help" || a == "-h") return std::fputs(kUsage, stdout), 0;
     else return std::fputs(kUsage, stderr), 2;
   }
@@ -584,7 +603,7 @@ int ikbo_lce_main(int argc, char** argv) {
   c.gemm_tflops[1] = measure_gemm_rate(c, DType::BF16);
   std::printf("device %s; cuBLAS 8192^3 GEMM (FP32 accumulation): fp16 %.0f TFLOP/s, bf16 %.0f "
               "TFLOP/s\n\n", prop.name, c.gemm_tflops[0], c.gemm_tflops[1]);
-  std::printf("%-16s %-5s %-10s %-22s %8s %8s %8s %8s %7s %9s  %s\n", "shape", "dtype", "rounding",
+  std::printf("%-16s %-5s %-12s %-22s %8s %8s %8s %8s %7s %9s  %s\n", "shape", "dtype", "rounding",
               "variant", "med_ms", "min_ms", "max_ms", "TFLOP/s", "%cuBLAS", "rel_diff", "paths");
 
   const Shape published{"ikbo-lce", 1024, 15};
@@ -594,10 +613,14 @@ int ikbo_lce_main(int argc, char** argv) {
   for (DType t : dtypes) {
     if (sweeps_only) break;
     if (quick && t != DType::F16) continue;
-    for (ikbo::LceRounding r : {ikbo::LceRounding::RoundOnce, ikbo::LceRounding::Published}) {
-      if (quick && r != ikbo::LceRounding::RoundOnce) continue;
-      run_shape(c, published, t, r, true);
-    }
+    std::vector<ikbo::LceRounding> rs = roundings;
+    if (rs.empty())
+      rs = quick ? std::vector<ikbo::LceRounding>{ikbo::LceRounding::RoundOnce,
+                                                  ikbo::LceRounding::UserRounded}
+                 : std::vector<ikbo::LceRounding>{ikbo::LceRounding::RoundOnce,
+                                                  ikbo::LceRounding::Published,
+                                                  ikbo::LceRounding::UserRounded};
+    for (ikbo::LceRounding r : rs) run_shape(c, published, t, r, true);
   }
   if (sweeps) {
     for (std::int64_t B : {512, 1024, 1536, 2048, 2560, 3072})

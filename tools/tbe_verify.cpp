@@ -83,7 +83,8 @@ Options:
                                | one-user | u-eq-b), on ikbo-lce at B = 16 and ikbo-fa at B = 32,
                                U = 8, S = 128 (docs/ikbo.md); the IKBO backend follows --backend
                      all       the three
-  --ikbo-rounding R  LCE rounding policy of the IKBO rows: round-once (default) or published
+  --ikbo-rounding R  LCE rounding policy of the IKBO rows: round-once (default), published or
+                     user-rounded (docs/ikbo.md)
   --help, -h         this text
 
 Case folders (docs/case-files.md):
@@ -218,14 +219,12 @@ Args parse_args(int argc, char** argv) {
         start = comma + 1;
       }
     } else if (flag == "--ikbo-rounding") {
-      const std::string v = value("round-once or published");
-      if (v == "round-once")
-        a.ikbo_rounding = tbe::ikbo::LceRounding::RoundOnce;
-      else if (v == "published")
-        a.ikbo_rounding = tbe::ikbo::LceRounding::Published;
-      else
-        throw UsageError("--ikbo-rounding: '" + v +
-                         "' is not a rounding (allowed: round-once, published)");
+      const std::string v = value("round-once, published or user-rounded");
+      try {
+        a.ikbo_rounding = tbe::ikbo::parse_lce_rounding(v, "--ikbo-rounding");
+      } catch (const tbe::InvalidArgument& e) {
+        throw UsageError(e.what());
+      }
     } else if (flag == "--require-gpu") {
       a.require_gpu = true;
     } else if (flag == "--backend") {

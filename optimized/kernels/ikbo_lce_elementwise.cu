@@ -35,11 +35,12 @@ __global__ void lce_pad_rows_kernel(const E* __restrict__ src, std::int64_t ld_s
 }
 
 /// Grid (x: VEC-element pieces of one candidate's [M·N] block, y: candidates, looping by gridDim.y
-/// when B > 65535): one thread per VEC consecutive elements (32 bytes of the part type: VEC = 8
-/// for FP32 parts, 16 for 16-bit parts, when M·N % VEC == 0 and every pointer is 16-byte aligned;
-/// else VEC = 1).
-template <class T, class C, int VEC>
-__global__ void lce_gather_add_kernel(const C* __restrict__ cand, const C* __restrict__ user,
+/// when B > 65535): one thread per VEC consecutive elements (32 bytes of the candidate part's type
+/// C: VEC = 8 for FP32, 16 for 16-bit, when M·N % VEC == 0 and every pointer is 16-byte aligned;
+/// else VEC = 1). The user part's type Uu is C's (Published, RoundOnce) or the storage type with
+/// an FP32 C (UserRounded); every policy stores round_out(float(c) + float(u)) (LceAdd).
+template <class T, class C, class Uu, int VEC>
+__global__ void lce_gather_add_kernel(const C* __restrict__ cand, const Uu* __restrict__ user,
                                       const std::int32_t* __restrict__ map, T* __restrict__ out,
                                       std::int64_t B, std::int64_t MN,
                                       const unsigned long long* map_error) {
@@ -48,7 +49,7 @@ __global__ void lce_gather_add_kernel(const C* __restrict__ cand, const C* __res
   if (e >= MN) return;
   for (std::int64_t b = blockIdx.y; b < B; b += gridDim.y) {
     const C* cp = cand + b * MN + e;
-    const C* up = user != nullptr ? user + static_cast<std::int64_t>(__ldg(map + b)) * MN + e : nullptr;
+    const Uu* up = user != nullptr ? user + static_cast<std::int64_t>(__ldg(map + b)) * MN + e : nullptr;
     float c[VEC], u[VEC];
     if constexpr (VEC == 1) {
       c[0] = to_float(cp[0]);
@@ -61,21 +62,26 @@ __global__ void lce_gather_add_kernel(const C* __restrict__ cand, const C* __res
         const float4 a1 = __ldcs(reinterpret_cast<const float4*>(cp) + 1);
         c[0] = a0.x; c[1] = a0.y; c[2] = a0.z; c[3] = a0.w;
         c[4] = a1.x; c[5] = a1.y; c[6] = a1.z; c[7] = a1.w;
-        if (up != nullptr) {
-          const float4 b0 = __ldg(reinterpret_cast<const float4*>(up));
-          const float4 b1 = __ldg(reinterpret_cast<const float4*>(up) + 1);
-          u[0] = b0.x; u[1] = b0.y; u[2] = b0.z; u[3] = b0.w;
-          u[4] = b1.x; u[5] = b1.y; u[6] = b1.z; u[7] = b1.w;
+        if constexpr (sizeof(Uu) == 4) {
+          if (up != nullptr) {
+            const float4 b0 = __ldg(reinterpret_cast<const float4*>(up));
+            const float4 b1 = __ldg(reinterpret_cast<const float4*>(up) + 1);
+            u[0] = b0.x; u[1] = b0.y; u[2] = b0.z; u[3] = b0.w;
+            u[4] = b1.x; u[5] = b1.y; u[6] = b1.z; u[7] = b1.w;
+          }
+        } else {  // UserRounded: 8 user values of 16 bits, one 16-byte load
+          if (up != nullptr) load_row_vec<Uu, 8>(up, *reinterpret_cast<float(*)[8]>(u));
         }
       } else {  // 16-bit: VEC = 16, two 16-byte loads issued back to back
         static_assert(VEC == 16, "16-bit parts use 32-byte pieces");
+        static_assert(sizeof(Uu) == 2, "a 16-bit candidate part comes with a 16-bit user part");
         const RawRow<C, 8> r0{__ldcs(reinterpret_cast<const uint4*>(cp))};
         const RawRow<C, 8> r1{__ldcs(reinterpret_cast<const uint4*>(cp) + 1)};
         raw_to_float<C, 8>(r0, *reinterpret_cast<float(*)[8]>(c));
         raw_to_float<C, 8>(r1, *reinterpret_cast<float(*)[8]>(c + 8));
         if (up != nullptr) {
-          load_row_vec<C, 8>(up, *reinterpret_cast<float(*)[8]>(u));
-          load_row_vec<C, 8>(up + 8, *reinterpret_cast<float(*)[8]>(u + 8));
+          load_row_vec<Uu, 8>(up, *reinterpret_cast<float(*)[8]>(u));
+          load_row_vec<Uu, 8>(up + 8, *reinterpret_cast<float(*)[8]>(u + 8));
         }
       }
       if (up == nullptr)
@@ -100,24 +106,24 @@ __global__ void lce_lt_pointers_kernel(LceLtPointersArgs a) {
   }
 }
 
-template <class T, class C>
+template <class T, class C, class Uu>
 void gather_add_t(const LceGatherAddArgs& a, cudaStream_t s) {
   const auto aligned = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
   constexpr int kVec = sizeof(C) == 4 ? 8 : 16;
   const bool vec = a.MN % kVec == 0 && aligned(a.cand) && aligned(a.out) &&
                    (a.user == nullptr || aligned(a.user));
   const auto* cand = static_cast<const C*>(a.cand);
-  const auto* user = static_cast<const C*>(a.user);
+  const auto* user = static_cast<const Uu*>(a.user);
   auto* out = static_cast<T*>(a.out);
   const int vec_w = vec ? kVec : 1;
   const dim3 grid(static_cast<unsigned>((a.MN / vec_w + kBlock - 1) / kBlock),
                   static_cast<unsigned>(a.B < 65535 ? a.B : 65535));
   if (vec)
-    lce_gather_add_kernel<T, C, kVec><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out,
-                                                              a.B, a.MN, a.map_error);
+    lce_gather_add_kernel<T, C, Uu, kVec><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user,
+                                                                  out, a.B, a.MN, a.map_error);
   else
-    lce_gather_add_kernel<T, C, 1><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out, a.B,
-                                                           a.MN, a.map_error);
+    lce_gather_add_kernel<T, C, Uu, 1><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out,
+                                                               a.B, a.MN, a.map_error);
   check_launch("lce gather-add");
 }
 
@@ -162,17 +168,22 @@ void launch_lce_lt_pointers(const LceLtPointersArgs& args, cudaStream_t stream) 
   check_launch("lce cuBLASLt pointer arrays");
 }
 
-void launch_lce_gather_add(DType storage, bool round_once, const LceGatherAddArgs& a,
+template <class T>
+void gather_add_policy(LceAdd add, const LceGatherAddArgs& a, cudaStream_t s) {
+  switch (add) {
+    case LceAdd::RoundOnce: return gather_add_t<T, float, float>(a, s);
+    case LceAdd::UserRounded: return gather_add_t<T, float, T>(a, s);
+    default: return gather_add_t<T, T, T>(a, s);
+  }
+}
+
+void launch_lce_gather_add(DType storage, LceAdd add, const LceGatherAddArgs& a,
                            cudaStream_t stream) {
   if (a.B <= 0 || a.MN <= 0) return;
   switch (storage) {
-    case DType::F16:
-      return round_once ? gather_add_t<__half, float>(a, stream) : gather_add_t<__half, __half>(a, stream);
-    case DType::BF16:
-      return round_once ? gather_add_t<__nv_bfloat16, float>(a, stream)
-                        : gather_add_t<__nv_bfloat16, __nv_bfloat16>(a, stream);
-    default:
-      return gather_add_t<float, float>(a, stream);
+    case DType::F16: return gather_add_policy<__half>(add, a, stream);
+    case DType::BF16: return gather_add_policy<__nv_bfloat16>(add, a, stream);
+    default: return gather_add_t<float, float, float>(a, stream);  // every policy: one FP32 add
   }
 }
 

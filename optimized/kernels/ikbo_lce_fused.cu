@@ -1,7 +1,8 @@
 // IKBO LCE stage 3: the candidate GEMM with the gather-add in its epilogue (tensor cores, mma.sync).
 //
 //   out[b] (M×N) = round( W_c (M×K) · E_c[b] (K×N)  ⊕  user[u(b)] )      per policy:
-//     RoundOnce: round(acc + user_fp32);  Published: round(float(round(acc)) + float(user_16)).
+//     RoundOnce: round(acc + user_fp32);  Published: round(float(round(acc)) + float(user_16));
+//     UserRounded: round(acc + float(user_16)) (FP32 add, one rounding to 16 bits).
 //
 // Tiling: one CTA per (candidate b, 64-row M tile, 256-column N tile); 8 warps in a 2 (M) × 4 (N)
 // grid, each warp owns 32 × 64 outputs = 2 × 8 mma.m16n8k16 tiles (64 FP32 accumulators per
@@ -110,7 +111,7 @@ __device__ __forceinline__ void load_tile(T* sA, T* sB, const T* __restrict__ w,
   }
 }
 
-template <class T, bool kRoundOnce, bool kVecB>
+template <class T, LceAdd kAdd, bool kVecB>
 __global__ void __launch_bounds__(kThreads, 2)
     lce_fused_kernel(const T* __restrict__ w, std::int64_t ld_w, const T* __restrict__ e,
                      const void* __restrict__ user_v, const std::int32_t* __restrict__ map,
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(128) unsigned char lce_smem[];
   T* sA = reinterpret_cast<T*>(lce_smem);
   T* sB = sA + kStages * kAStage;
-  using U = std::conditional_t<kRoundOnce, float, T>;  // user result type
+  using U = std::conditional_t<kAdd == LceAdd::RoundOnce, float, T>;  // user result type
   const U* user = static_cast<const U*>(user_v);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -210,10 +211,10 @@ __global__ void __launch_bounds__(kThreads, 2)
           T o[2];
 #pragma unroll
           for (int q = 0; q < 2; ++q) {
-            if constexpr (kRoundOnce) {
-              o[q] = round_out<T>(c[q] + u[q]);
-            } else {
+            if constexpr (kAdd == LceAdd::Published) {
               o[q] = round_out<T>(to_float(round_out<T>(c[q])) + u[q]);
+            } else {  // RoundOnce (FP32 user) and UserRounded (16-bit user): one FP32 add
+              o[q] = round_out<T>(c[q] + u[q]);
             }
           }
           if (two && pairs) {
@@ -230,9 +231,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <class T, bool kRoundOnce, bool kVecB>
+template <class T, LceAdd kAdd, bool kVecB>
 void launch_fused_t(const LceFusedArgs& a, cudaStream_t s) {
-  auto kernel = lce_fused_kernel<T, kRoundOnce, kVecB>;
+  auto kernel = lce_fused_kernel<T, kAdd, kVecB>;
   static const bool configured = [&] {
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes),
                "lce fused: shared memory size");
@@ -250,12 +251,17 @@ void launch_fused_t(const LceFusedArgs& a, cudaStream_t s) {
   check_launch("lce fused candidate GEMM");
 }
 
+template <class T, LceAdd kAdd>
+void launch_fused_vec(bool vec, const LceFusedArgs& a, cudaStream_t s) {
+  vec ? launch_fused_t<T, kAdd, true>(a, s) : launch_fused_t<T, kAdd, false>(a, s);
+}
+
 template <class T>
-void launch_fused_policy(bool round_once, bool vec, const LceFusedArgs& a, cudaStream_t s) {
-  if (round_once) {
-    vec ? launch_fused_t<T, true, true>(a, s) : launch_fused_t<T, true, false>(a, s);
-  } else {
-    vec ? launch_fused_t<T, false, true>(a, s) : launch_fused_t<T, false, false>(a, s);
+void launch_fused_policy(LceAdd add, bool vec, const LceFusedArgs& a, cudaStream_t s) {
+  switch (add) {
+    case LceAdd::RoundOnce: return launch_fused_vec<T, LceAdd::RoundOnce>(vec, a, s);
+    case LceAdd::UserRounded: return launch_fused_vec<T, LceAdd::UserRounded>(vec, a, s);
+    default: return launch_fused_vec<T, LceAdd::Published>(vec, a, s);
   }
 }
 
@@ -265,11 +271,11 @@ bool lce_fused_vectorized(const LceFusedArgs& a) {
   return a.N % 8 == 0 && (reinterpret_cast<std::uintptr_t>(a.e_c) & 15u) == 0;
 }
 
-void launch_lce_fused(DType storage, bool round_once, const LceFusedArgs& a, cudaStream_t stream) {
+void launch_lce_fused(DType storage, LceAdd add, const LceFusedArgs& a, cudaStream_t stream) {
   if (a.B <= 0) return;
   const bool vec = lce_fused_vectorized(a);
-  if (storage == DType::F16) launch_fused_policy<__half>(round_once, vec, a, stream);
-  else launch_fused_policy<__nv_bfloat16>(round_once, vec, a, stream);
+  if (storage == DType::F16) launch_fused_policy<__half>(add, vec, a, stream);
+  else launch_fused_policy<__nv_bfloat16>(add, vec, a, stream);
 }
 
 }  // namespace tbe::cuda::detail

@@ -13,6 +13,14 @@
 
 namespace tbe::cuda::detail {
 
+/// The LCE policy's rounding points as the kernels see them (tbe::ikbo::LceRounding; the host op
+/// maps it, so this header stays free of the reference's interface).
+enum class LceAdd : std::uint8_t {
+  Published,    ///< user and candidate results in storage; out = RN(float(c) + float(u))
+  RoundOnce,    ///< user and candidate results FP32; out = RN(c + u)
+  UserRounded,  ///< user result in storage, candidate FP32; out = RN(fl32(c + float(u)))
+};
+
 /// map_error value meaning "no offender" (otherwise: the first bad position b).
 inline constexpr unsigned long long kLceMapOk = ~0ull;
 
@@ -28,9 +36,11 @@ void launch_lce_pad_rows(const void* src, std::int64_t ld_src, void* dst, std::i
 
 /// Decomposed stages' last step: out[b, :, :] = cand[b] ⊕ user[u(b)] over M·N elements per
 /// candidate (`user` null: no user part).
-///   round_once: cand, user FP32; out = round(cand + user) once.
-///   published:  cand, user in the storage type; out = round(float(cand) + float(user)) (the 16-bit
-///               addition: exact float sum, one RNE rounding; correct since 24 >= 2·11 + 2).
+///   RoundOnce:   cand, user FP32; out = round(cand + user) once.
+///   Published:   cand, user in the storage type; out = round(float(cand) + float(user)) (the
+///                16-bit addition: exact float sum, one RNE rounding; correct since 24 >= 2·11 + 2).
+///   UserRounded: cand FP32, user in the storage type; out = round(fl32(cand + float(user))): one
+///                FP32 rounding of the sum, then one rounding to storage.
 struct LceGatherAddArgs {
   const void* cand = nullptr;   ///< [B, M·N]
   const void* user = nullptr;   ///< [U, M·N] or null
@@ -39,11 +49,13 @@ struct LceGatherAddArgs {
   std::int64_t B = 0, MN = 0;
   const unsigned long long* map_error = nullptr;
 };
-void launch_lce_gather_add(DType storage, bool round_once, const LceGatherAddArgs& a,
+void launch_lce_gather_add(DType storage, LceAdd add, const LceGatherAddArgs& a,
                            cudaStream_t stream);
 
 /// Fused candidate GEMM: out[b] = W_c · E_c[b] (FP32 accumulation, tensor cores) with the epilogue
-/// adding user[u(b)] (FP32 under round_once, storage type under published; null: none).
+/// adding user[u(b)] (FP32 under RoundOnce, storage type under Published and UserRounded; null:
+/// none): RoundOnce and UserRounded store round(acc + float(user)) (FP32 add, one rounding to
+/// storage), Published round(float(round(acc)) + float(user)).
 /// w_c: [M, ld_w] storage with ld_w % 8 == 0 and 16-byte aligned; columns [K, ld_w) are never
 /// used (zero-filled in shared memory, as are rows k >= K of E_c).
 /// e_c: [B, K, N] storage; vectorized when N % 8 == 0 and e_c is 16-byte aligned.
@@ -59,10 +71,11 @@ struct LceFusedArgs {
 };
 /// True if the 16-byte E_c tile loads apply (else the scalar-load variant runs).
 bool lce_fused_vectorized(const LceFusedArgs& a);
-void launch_lce_fused(DType storage, bool round_once, const LceFusedArgs& a, cudaStream_t stream);
+void launch_lce_fused(DType storage, LceAdd add, const LceFusedArgs& a, cudaStream_t stream);
 
 /// LtEpilogue stage: the pointer arrays of cuBLASLt's pointer-array batched matmul, per candidate
-/// b: a[b] = e + b·e_stride, b_[b] = w, c[b] = user + u(b)·user_stride (user null: scratch),
+/// b: a[b] = e + b·e_stride, b_[b] = w, c[b] = user + u(b)·user_stride (user null: scratch;
+/// the user rows are in the storage type under UserRounded: C has D's type),
 /// d[b] = out + b·out_stride (strides in bytes). If the map check failed (map_error set) the map
 /// is not read: every d[b] points at `scratch` and every c[b] at user row 0 (or scratch), so the
 /// GEMM writes nothing into out.

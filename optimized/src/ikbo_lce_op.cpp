@@ -46,6 +46,15 @@ cudaDataType cuda_type(DType t) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
+/// Largest power of two dividing x, at most 256 (x = 0: 256): the alignment in bytes of an
+/// address or a byte stride as cuBLASLt's MIN_ALIGNMENT preferences count it.
+std::uint32_t pow2_align(std::uint64_t x) {
+  if (x == 0) return 256;
+  const std::uint64_t a = x & (~x + 1);
+  return a > 256 ? 256u : static_cast<std::uint32_t>(a);
+}
+std::uint32_t pow2_align(const void* p) { return pow2_align(reinterpret_cast<std::uintptr_t>(p)); }
+
 }  // namespace
 
 std::string to_string(LceStage s) {
@@ -72,8 +81,9 @@ struct LceOperands {
   std::size_t ws_w = 0, ws_e = 0;  ///< workspace offsets of the copies
 };
 
-/// The LtEpilogue stage's cuBLASLt objects (pointer-array batched matmul, C = FP32 user rows,
-/// D = output in the storage type).
+/// The LtEpilogue stage's cuBLASLt objects (pointer-array batched matmul, C = user rows (FP32 for
+/// RoundOnce, which this toolkit's heuristic rejects; the storage type for UserRounded), D =
+/// output in the storage type).
 struct LceLtPlan {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t op = nullptr;
@@ -91,9 +101,11 @@ struct LceLtPlan {
     if (handle != nullptr) cublasLtDestroy(handle);
   }
   /// Builds the descriptors and asks the heuristic for one algorithm; false (with `why`) if this
-  /// toolkit cannot run the configuration.
+  /// toolkit cannot run the configuration. align: the alignment in bytes that every batch pointer
+  /// of A, B, C, D has (pointer arrays: cuBLASLt cannot see the pointers, and its default
+  /// preference assumes 256).
   bool setup(DType storage, DType c_type, std::int64_t B, std::int64_t M, std::int64_t N,
-             std::int64_t k, bool pointer_array) {
+             std::int64_t k, bool pointer_array, const std::uint32_t (&align)[4]) {
     auto fail = [&](const char* what, cublasStatus_t st) {
       why = std::string(what) + ": " + cublasGetStatusName(st);
       return false;
@@ -128,6 +140,20 @@ struct LceLtPlan {
     if ((st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &max_ws, sizeof max_ws)) != CUBLAS_STATUS_SUCCESS)
       return fail("preference workspace", st);
+    const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i)
+      if ((st = cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i],
+                                                     sizeof align[i])) != CUBLAS_STATUS_SUCCESS)
+        return fail("preference alignment", st);
+    // Split-K partial sums only in the compute type (FP32): the in-place and output-type schemes
+    // would round partial sums to 16 bits, which no policy admits.
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if ((st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                   &reduction, sizeof reduction)) !=
+        CUBLAS_STATUS_SUCCESS)
+      return fail("preference reduction scheme", st);
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
     st = cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, d, pref, 1, &res, &found);
@@ -148,10 +174,12 @@ struct LceOp::Plan {
   LceStage stage{};
   LceTuning tuning;
   DType storage{};
-  bool round_once = true;
+  detail::LceAdd add = detail::LceAdd::RoundOnce;  ///< the policy's rounding points
   std::size_t esz = 2;     ///< storage element bytes
-  DType part_type{};       ///< type of the user / candidate GEMM results (FP32 or storage)
+  DType part_type{};       ///< type of the candidate GEMM's result (FP32 or storage)
   std::size_t part_sz = 4;
+  DType user_type{};       ///< type of the user GEMM's result (FP32 or storage)
+  std::size_t user_sz = 4;
   LceOperands cand, user;
   std::int64_t chunk = 0;  ///< L2Chunked: candidates per chunk
   // workspace layout (byte offsets)
@@ -161,6 +189,7 @@ struct LceOp::Plan {
   cudaEvent_t ev_gemm[2] = {nullptr, nullptr}, ev_add[2] = {nullptr, nullptr}, ev_join = nullptr;
   std::unique_ptr<LceLtPlan> lt;  ///< LtEpilogue
   std::size_t ws_lt = 0, ws_ptrs = 0, ws_scratch = 0;
+  std::uint32_t lt_out_align = 1, lt_ws_align = 1;  ///< what run() requires of d_out, d_workspace
   std::vector<std::string> paths;
   // last run
   cudaStream_t stream = nullptr;
@@ -181,9 +210,10 @@ struct LceOp::Plan {
     return base(ws) + ws_cand + static_cast<std::size_t>(buf) * static_cast<std::size_t>(chunk * p.M * p.N) * part_sz;
   }
 
-  /// out[i] (row-major M×N of part_type) = W (M×k, ld k) · E[first + i] (k×N), i < count.
+  /// out[i] (row-major M×N of out_type) = W (M×k, ld k) · E[first + i] (k×N), i < count: FP32
+  /// accumulation, one rounding to out_type.
   void gemm(const LceOperands& o, void* ws, std::int64_t first, std::int64_t count, void* out,
-            cudaStream_t s, const char* what) const {
+            DType out_type, cudaStream_t s, const char* what) const {
     if (count <= 0) return;
     cublas_check(cublasSetStream(handle, s), "cublasSetStream");
     const float one = 1.0f, zero = 0.0f;
@@ -192,7 +222,7 @@ struct LceOp::Plan {
     cublas_check(cublasGemmStridedBatchedEx(
                      handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, e0, cuda_type(storage), m,
                      static_cast<long long>(o.k) * p.N, w(o, ws), cuda_type(storage), k, 0LL,
-                     &zero, out, cuda_type(part_type), m, static_cast<long long>(p.M) * p.N,
+                     &zero, out, cuda_type(out_type), m, static_cast<long long>(p.M) * p.N,
                      static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  what);
   }
@@ -207,7 +237,22 @@ struct LceOp::Plan {
     g.B = count;
     g.MN = p.M * p.N;
     g.map_error = map_error;
-    detail::launch_lce_gather_add(storage, round_once, g, s);
+    detail::launch_lce_gather_add(storage, add, g, s);
+  }
+
+  /// LtEpilogue: the batch pointers must have the alignment the algorithm was chosen for
+  /// (setup); InvalidArgument naming out / workspace, before any launch.
+  void check_lt_alignment(const void* d_out, const void* d_ws) const {
+    if (!lt) return;
+    auto need = [](const char* name, const void* ptr, std::uint32_t a) {
+      if (pow2_align(ptr) < a)
+        throw InvalidArgument(name, std::string(name) + ": address " +
+                                        std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+                                        " is not " + std::to_string(a) +
+                                        "-byte aligned (lt-epilogue stage; cudaMalloc gives 256)");
+    };
+    need("out", d_out, lt_out_align);
+    need("workspace", d_ws, lt_ws_align);
   }
 
   void pad_copies(const LceOperands& o, void* ws, cudaStream_t s) const {
@@ -287,29 +332,61 @@ LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
   P.p = p;
   P.tuning = tuning;
   P.storage = pol.storage;
-  P.round_once = pol.lce_rounding == ikbo::LceRounding::RoundOnce;
+  P.add = pol.lce_rounding == ikbo::LceRounding::Published     ? detail::LceAdd::Published
+          : pol.lce_rounding == ikbo::LceRounding::UserRounded ? detail::LceAdd::UserRounded
+                                                               : detail::LceAdd::RoundOnce;
   P.esz = dtype_size(P.storage);
-  P.part_type = P.round_once ? DType::F32 : P.storage;
+  // Candidate part: storage under Published (rounded before the add), else FP32. User part:
+  // FP32 under RoundOnce only; Published and UserRounded store it once in the storage type.
+  P.part_type = P.add == detail::LceAdd::Published ? P.storage : DType::F32;
   P.part_sz = dtype_size(P.part_type);
+  P.user_type = P.add == detail::LceAdd::RoundOnce ? DType::F32 : P.storage;
+  P.user_sz = dtype_size(P.user_type);
   P.stage = (stage == LceStage::FusedEpilogue && P.storage == DType::F32) ? LceStage::PaddedK : stage;
+  // Operands: LtEpilogue needs what PaddedK needs (K % 8 == 0), so its fallback keeps them.
+  const int need_c = P.stage == LceStage::Decomposed ? 0 : P.stage == LceStage::FusedEpilogue ? 1 : 2;  // Lt: 2
+  const int need_u = P.stage == LceStage::Decomposed ? 0 : 2;
+  plan_operands(P.cand, p.w_c, p.e_c, p.K_c, p.B, layout.k_c_pad, need_c);
+  plan_operands(P.user, p.w_u, p.e_u, p.K_u, p.U, p.K_u > 0 ? layout.k_u_pad : 0, need_u);
   std::string lt_unsupported;
   if (P.stage == LceStage::LtEpilogue) {
-    if (!P.round_once || P.storage == DType::F32) {
-      lt_unsupported = !P.round_once ? "published rounding" : "fp32 storage";
+    // The epilogue computes D = RN_D(fl32(acc + C)): UserRounded with C in the storage type
+    // (what this toolkit's cuBLASLt accepts), RoundOnce with an FP32 C (rejected by its
+    // heuristic on 13.1: then PaddedK runs); Published rounds acc first, no epilogue can.
+    if (P.add == detail::LceAdd::Published || P.storage == DType::F32) {
+      lt_unsupported = P.add == detail::LceAdd::Published ? "published rounding" : "fp32 storage";
     } else if (p.B > 0) {
-      const std::int64_t k = layout.k_c_pad > 0 ? layout.k_c_pad : round_up8(p.K_c);
-      P.lt = std::make_unique<LceLtPlan>();
-      if (!P.lt->setup(P.storage, DType::F32, p.B, p.M, p.N, k, true)) lt_unsupported = P.lt->why;
+      // Batch pointers (lce_lt_pointers_kernel): A = E[b], B = W, C = user row u(b) (or the
+      // scratch), D = out[b] (or the scratch); workspace pieces are 256-aligned, run() checks
+      // that d_workspace and d_out have the alignment assumed here (cudaMalloc gives 256).
+      const std::int64_t k = P.cand.k, MN = p.M * p.N;
+      const std::uint32_t ws_piece = 256;
+      const std::uint32_t a_base = P.cand.copy_e ? ws_piece : pow2_align(p.e_c);
+      const std::uint32_t align[4] = {
+          std::min(a_base, pow2_align(static_cast<std::uint64_t>(k * p.N) * P.esz)),
+          P.cand.copy_w ? ws_piece : pow2_align(p.w_c),
+          p.K_u > 0 ? std::min(ws_piece, pow2_align(static_cast<std::uint64_t>(MN) * P.user_sz))
+                    : ws_piece,
+          pow2_align(static_cast<std::uint64_t>(MN) * P.esz)};
+      P.lt_out_align = align[3];
+      P.lt_ws_align = std::max({P.cand.copy_e ? align[0] : 1u, P.cand.copy_w ? align[1] : 1u,
+                                align[2], align[3]});  // scratch serves C and D on a bad map
+      const std::uint32_t least = std::min({align[0], align[1], align[2], align[3]});
+      if (least < 16) {
+        // cuBLASLt cannot check pointer-array entries; below 16 bytes (TMA's need) the stage is
+        // not worth the risk of an algorithm that assumes more: PaddedK runs.
+        lt_unsupported = "batch pointers " + std::to_string(least) + "-byte aligned (< 16)";
+      } else {
+        P.lt = std::make_unique<LceLtPlan>();
+        if (!P.lt->setup(P.storage, P.user_type, p.B, p.M, p.N, k, true, align))
+          lt_unsupported = P.lt->why;
+      }
     }
     if (!lt_unsupported.empty()) {
       P.stage = LceStage::PaddedK;
       P.lt.reset();
     }
   }
-  const int need_c = P.stage == LceStage::Decomposed ? 0 : P.stage == LceStage::FusedEpilogue ? 1 : 2;  // Lt: 2
-  const int need_u = P.stage == LceStage::Decomposed ? 0 : 2;
-  plan_operands(P.cand, p.w_c, p.e_c, p.K_c, p.B, layout.k_c_pad, need_c);
-  plan_operands(P.user, p.w_u, p.e_u, p.K_u, p.U, p.K_u > 0 ? layout.k_u_pad : 0, need_u);
 
   const std::int64_t MN = p.M * p.N;
   if (P.stage == LceStage::L2Chunked) {
@@ -334,11 +411,11 @@ LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
     }
   }
   P.ws_user = at;
-  at = align_up(at + (p.K_u > 0 ? static_cast<std::size_t>(p.U * MN) * P.part_sz : 0));
+  at = align_up(at + (p.K_u > 0 ? static_cast<std::size_t>(p.U * MN) * P.user_sz : 0));
   P.ws_cand = at;
   const int buffers = P.stage == LceStage::L2Chunked && tuning.overlap ? 2 : 1;
   P.ws_total = align_up(at + static_cast<std::size_t>(buffers * P.chunk * MN) * P.part_sz);
-  if (P.lt) {  // Lt workspace | 4 pointer arrays [B] | scratch [M, N] FP32
+  if (P.lt) {  // Lt workspace | 4 pointer arrays [B] | scratch [M, N] FP32 (>= one D or C block)
     P.ws_lt = P.ws_total;
     P.ws_ptrs = align_up(P.ws_lt + P.lt->ws_bytes);
     P.ws_scratch = align_up(P.ws_ptrs + 4 * static_cast<std::size_t>(p.B) * sizeof(void*));
@@ -401,7 +478,8 @@ void LceOp::run_prologue(void* d_workspace, cudaStream_t stream) {
 void LceOp::run_user_gemm(void* d_workspace, cudaStream_t stream) {
   const Plan& P = *plan_;
   if (P.p.K_u > 0)
-    P.gemm(P.user, d_workspace, 0, P.p.U, P.user_result(d_workspace), stream, "lce user GEMM");
+    P.gemm(P.user, d_workspace, 0, P.p.U, P.user_result(d_workspace), P.user_type, stream,
+           "lce user GEMM");
 }
 
 void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) {
@@ -422,10 +500,11 @@ void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) 
     // E items of src_k rows (dense: K_c with the tail zero-filled; padded layout: its zero pad)
     a.K = P.cand.copy_e ? P.cand.k : P.cand.src_k;
     a.map_error = P.map_error;
-    detail::launch_lce_fused(P.storage, P.round_once, a, stream);
+    detail::launch_lce_fused(P.storage, P.add, a, stream);
     return;
   }
   if (P.stage == LceStage::LtEpilogue) {
+    P.check_lt_alignment(d_out, d_workspace);
     char* base = P.base(d_workspace);
     const void** arrays = reinterpret_cast<const void**>(base + P.ws_ptrs);
     const std::size_t B = static_cast<std::size_t>(P.p.B);
@@ -434,7 +513,7 @@ void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) 
     a.e_stride = static_cast<std::size_t>(P.cand.k * P.p.N) * P.esz;
     a.w = P.w(P.cand, d_workspace);
     a.user = P.user_result(d_workspace);
-    a.user_stride = static_cast<std::size_t>(P.p.M * P.p.N) * 4;
+    a.user_stride = static_cast<std::size_t>(P.p.M * P.p.N) * P.user_sz;
     a.out = d_out;
     a.out_stride = static_cast<std::size_t>(P.p.M * P.p.N) * P.esz;
     a.cand_to_user = P.p.cand_to_user;
@@ -454,7 +533,8 @@ void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) 
     return;
   }
   if (P.stage != LceStage::L2Chunked) {
-    P.gemm(P.cand, d_workspace, 0, P.p.B, P.cand_result(d_workspace), stream, "lce candidate GEMM");
+    P.gemm(P.cand, d_workspace, 0, P.p.B, P.cand_result(d_workspace), P.part_type, stream,
+           "lce candidate GEMM");
     P.gather_add(P.cand_result(d_workspace), 0, P.p.B, d_out, d_workspace, stream);
     return;
   }
@@ -462,7 +542,7 @@ void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) 
   for (std::int64_t i = 0; i < chunks; ++i) {
     const std::int64_t first = i * P.chunk, count = std::min(P.chunk, P.p.B - first);
     if (!P.tuning.overlap) {
-      P.gemm(P.cand, d_workspace, first, count, P.cand_result(d_workspace), stream,
+      P.gemm(P.cand, d_workspace, first, count, P.cand_result(d_workspace), P.part_type, stream,
              "lce candidate GEMM (chunk)");
       P.gather_add(P.cand_result(d_workspace), first, count, d_out, d_workspace, stream);
       continue;
@@ -470,8 +550,8 @@ void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) 
     const int buf = static_cast<int>(i & 1);
     // the gather-add of chunk i - 2 (same buffer) must be done before the GEMM overwrites it
     if (i >= 2) cuda_check(cudaStreamWaitEvent(stream, P.ev_add[buf], 0), "lce: wait buffer");
-    P.gemm(P.cand, d_workspace, first, count, P.cand_result(d_workspace, buf), stream,
-           "lce candidate GEMM (chunk)");
+    P.gemm(P.cand, d_workspace, first, count, P.cand_result(d_workspace, buf), P.part_type,
+           stream, "lce candidate GEMM (chunk)");
     cuda_check(cudaEventRecord(P.ev_gemm[buf], stream), "lce: record GEMM");
     cuda_check(cudaStreamWaitEvent(P.side, P.ev_gemm[buf], 0), "lce: side waits GEMM");
     P.gather_add(P.cand_result(d_workspace, buf), first, count, d_out, d_workspace, P.side);
@@ -483,6 +563,7 @@ void LceOp::run_candidates(void* d_out, void* d_workspace, cudaStream_t stream) 
   }
 }
 void LceOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
+  plan_->check_lt_alignment(d_out, d_workspace);  // before any launch
   run_prologue(d_workspace, stream);
   run_user_gemm(d_workspace, stream);
   run_candidates(d_out, d_workspace, stream);

@@ -130,6 +130,19 @@ std::vector<double> emulate_lce(const ikbo::LceProblem& p, const LceEmulation& o
             const double c = round_to(st, reduce(A, tc, o.order, o.chunk));
             const double us = Ku > 0 ? round_to(st, reduce(A, tu, o.order, o.chunk)) : 0.0;
             v = round_to(st, c + us);  // the storage-type add (exact sum rounded once)
+          } else if (rounding == ikbo::LceRounding::UserRounded) {
+            // The user part stored once in storage; added to the candidate reduction in acc,
+            // or (single-acc: a GEMM whose accumulator starts from the C operand) as its first
+            // term.
+            const double us = Ku > 0 ? round_to(st, reduce(A, tu, o.order, o.chunk)) : 0.0;
+            if (o.order == LceOrder::SingleAccumulator) {
+              all.assign(1, us);
+              all.insert(all.end(), tc.begin(), tc.end());
+              v = round_to(st, reduce(A, all, LceOrder::Ascending, 0));
+            } else {
+              const double c = reduce(A, tc, o.order, o.chunk);
+              v = round_to(st, Ku > 0 ? A.add(c, us) : c);
+            }
           } else if (o.order == LceOrder::SingleAccumulator) {
             all = tu;
             all.insert(all.end(), tc.begin(), tc.end());

@@ -143,7 +143,7 @@ IkboEnclosures compute_lce_enclosures(const LceProblem& p) {
   throw_if_error(ikbo::validate_map(std::span<const std::int32_t>(p.cand_to_user, p.B), p.U));
   const DType st = p.policy.storage;
   const AccModel am = acc_model(p.policy);
-  const bool published = p.policy.lce_rounding == ikbo::LceRounding::Published;
+  const ikbo::LceRounding rounding = p.policy.lce_rounding;
   const std::int64_t B = p.B, M = p.M, N = p.N, Kc = p.K_c, Ku = p.K_u, MN = M * N;
   IkboEnclosures out;
   out.enclosures.assign(static_cast<std::size_t>(B * MN), Enclosure{0.0, 0.0});
@@ -176,6 +176,9 @@ IkboEnclosures compute_lce_enclosures(const LceProblem& p) {
   const double rel_once = gamma_k(K_all + am.prod, am.u);  // one accumulator or two + one add
   const double rel_c = gamma_k(static_cast<double>(Kc - 1 + am.prod), am.u);
   const double rel_u = gamma_k(static_cast<double>(Ku - 1 + am.prod), am.u);
+  // UserRounded [IKBO §2.5]: the candidate reduction plus the add of the stored user value, K_c
+  // additions (also the user value entering the candidate accumulator as one more term).
+  const double rel_cu = gamma_k(static_cast<double>(Kc + am.prod), am.u);
   const double rel64 = gamma_k(K_all + 2, kU64);          // the FP64 centre (any order)
   const double inflate = 1.0 + 4.0 * gamma_k(K_all + 10, kU64);
 
@@ -186,6 +189,26 @@ IkboEnclosures compute_lce_enclosures(const LceProblem& p) {
     if (!(A * (1.0 + rel) + eta < am.omega)) return unconstrained();  // acc may overflow
     const double R = (rel * A + eta + rel64 * A) * inflate;
     return outward(st, y, R);
+  };
+
+  // UserRounded [IKBO §2.5]: y = RN_st(fl_acc(Ĉ + v)) with v = RN_st(Û) in [v_lo, v_hi] (the
+  // user part's storage enclosure) and |fl_acc(Ĉ + v) − (C + v)| <= rel_cu·(Σ|c terms| + |v|).
+  // The bound is monotone in v, so the ends use v_lo and v_hi; RN_st is monotone.
+  auto user_rounded = [&](double c, double ac, double uv, double au) -> Enclosure {
+    const Enclosure ev = Ku > 0 ? part(uv, au, rel_u, static_cast<double>(Ku))
+                                : Enclosure{0.0, 0.0};
+    if (!std::isfinite(ev.lo) || !std::isfinite(ev.hi) || !std::isfinite(c) ||
+        !std::isfinite(ac))
+      return unconstrained();  // a user value that may be ±inf in storage: no finite bound
+    const double vmax = std::max(std::fabs(ev.lo), std::fabs(ev.hi));
+    const double eta = static_cast<double>(Kc) * am.eta_prod * (1.0 + rel_cu);
+    if (!((ac + vmax) * (1.0 + rel_cu) + eta < am.omega)) return unconstrained();
+    // acc-side error, the FP64 centre's error on C, and the FP64 evaluation of c + v ± R
+    // (two roundings of magnitude <= |c| + vmax + R each: 4·u64 covers them).
+    const double R0 = rel_cu * (ac + vmax) + eta + rel64 * ac;
+    const double R = (R0 + 4.0 * kU64 * (std::fabs(c) + vmax + R0)) * inflate;
+    return {round_to(st, std::nextafter(c + ev.lo - R, -kInf)),
+            round_to(st, std::nextafter(c + ev.hi + R, kInf))};
   };
 
 #pragma omp parallel
@@ -204,8 +227,12 @@ IkboEnclosures compute_lce_enclosures(const LceProblem& p) {
         const double uv = Ku > 0 ? uval[u * MN + i] : 0.0, au = Ku > 0 ? uabs[u * MN + i] : 0.0;
         const std::int64_t o = b * MN + i;
         out.reference[o] = c + uv;
-        if (!published) {
+        if (rounding == ikbo::LceRounding::RoundOnce) {
           out.enclosures[o] = part(c + uv, ac + au, rel_once, K_all);
+          continue;
+        }
+        if (rounding == ikbo::LceRounding::UserRounded) {
+          out.enclosures[o] = user_rounded(c, ac, uv, au);
           continue;
         }
         // Published [IKBO §2.3]: RN(RN(Ĉ) + RN(Û)) is monotone in Ĉ and Û.

@@ -28,9 +28,12 @@ namespace {
 
 constexpr LceStage kStages[] = {LceStage::Decomposed, LceStage::PaddedK, LceStage::FusedEpilogue,
                                 LceStage::L2Chunked, LceStage::LtEpilogue};
+constexpr LceRounding kRoundings[] = {LceRounding::Published, LceRounding::RoundOnce,
+                                      LceRounding::UserRounded};
 
 /// The stage LceOp reports running: FusedEpilogue on F32 and LtEpilogue under Published, on F32
-/// or where cuBLASLt rejects the configuration run PaddedK.
+/// or where cuBLASLt rejects the configuration (RoundOnce's FP32 C on CUDA 13.1; see the test
+/// "the lt-epilogue stage runs cuBLASLt under user-rounded" for where it must run) run PaddedK.
 bool runs_as_requested(LceStage stage, DType st, LceRounding r, const std::vector<std::string>& paths) {
   if (stage == LceStage::FusedEpilogue && st == DType::F32) return paths.front() == "lce.padded-k";
   if (stage == LceStage::LtEpilogue && (st == DType::F32 || r == LceRounding::Published))
@@ -113,7 +116,7 @@ TEST_CASE("ikbo lce: every stage, storage type and rounding policy in the enclos
   int i = 0;
   for (LceStage stage : kStages)
     for (DType st : {DType::F16, DType::BF16, DType::F32})
-      for (LceRounding r : {LceRounding::Published, LceRounding::RoundOnce}) {
+      for (LceRounding r : kRoundings) {
         // shape A: tails of every tile (M 70 > 64, N 264 > 256, K_c 45 and K_u 33 odd > 32), the
         // 16-byte path; shape B: N odd (scalar E loads), K_u = 0, K_c = 8. Map kinds rotate.
         const MapKind map = ikbo::kAllMapKinds[i++ % 5];
@@ -169,7 +172,9 @@ TEST_CASE("ikbo lce: random shapes, maps, layouts and chunkings in the enclosure
 TEST_CASE("ikbo lce: published dimensions at a small batch", "[gpu][ikbo][large]") {
   for (LceStage stage : kStages)
     for (auto [st, r] : {std::pair{DType::F16, LceRounding::RoundOnce},
-                         std::pair{DType::BF16, LceRounding::Published}}) {
+                         std::pair{DType::BF16, LceRounding::Published},
+                         std::pair{DType::F16, LceRounding::UserRounded},
+                         std::pair{DType::BF16, LceRounding::UserRounded}}) {
       const ikbo_test::LceSpec s = spec(12, 3, 433, 256, 866, 1178, st, r, MapKind::Unsorted, 7);
       const ikbo::LceCase c = ikbo_test::build(s);
       const ikbo::LceProblem p = c.view();
@@ -178,20 +183,53 @@ TEST_CASE("ikbo lce: published dimensions at a small batch", "[gpu][ikbo][large]
     }
 }
 
+TEST_CASE("ikbo lce: the lt-epilogue stage runs cuBLASLt under user-rounded", "[gpu][ikbo]") {
+  // Shapes whose batch pointers are 16-byte aligned or better (M·N·2 and k·N·2 multiples of 32),
+  // as at the published shape: cuBLASLt must accept C in the storage type (measured on H200 with
+  // CUDA 13.1), so the stage may not fall back. Small integers: every FP32 sum is exact, so the
+  // output is bitwise the reference's user-rounded one; random data: in the enclosure.
+  for (DType st : {DType::F16, DType::BF16})
+    for (bool small : {true, false})
+      for (const ikbo_test::LceSpec& s :
+           {spec(37, 5, 70, 264, 45, 33, st, LceRounding::UserRounded, MapKind::Unsorted, 31, small),
+            spec(40, 40, 16, 64, 16, 8, st, LceRounding::UserRounded, MapKind::UserPerCandidate, 32, small),
+            spec(33, 1, 24, 32, 8, 0, st, LceRounding::UserRounded, MapKind::OneUser, 33, small)}) {
+        const ikbo::LceCase c = ikbo_test::build(s);
+        const ikbo::LceProblem p = c.view();
+        INFO(s);
+        const LceOutcome gpu = run_lce_gpu(p, LceStage::LtEpilogue);
+        require_in_enclosure(p, gpu);
+        REQUIRE(gpu.paths.front() == "lce.lt-epilogue");
+        REQUIRE(std::find(gpu.paths.begin(), gpu.paths.end(),
+                          "lce.candidate-gemm.cublaslt.pointer-array.epilogue-c") !=
+                gpu.paths.end());
+        if (small) {
+          const LceOutcome ref = run_lce_reference(p);
+          REQUIRE(ref.kind == LceOutcome::Kind::Ok);
+          REQUIRE(count_element_differences(gpu, ref, st) == 0);
+        }
+      }
+}
+
 TEST_CASE("ikbo lce: an out-of-range map value is the reference's error, output untouched",
           "[gpu][ikbo]") {
-  const ikbo_test::LceSpec s = spec(29, 4, 70, 24, 40, 9, DType::F16, LceRounding::RoundOnce,
-                                    MapKind::Unsorted, 3);
+  // user-rounded: the lt-epilogue stage runs cuBLASLt (its pointer arrays send D to a scratch on
+  // a bad map); round-once: it runs padded-k.
+  for (LceRounding r : {LceRounding::RoundOnce, LceRounding::UserRounded})
   for (LceStage stage : kStages)
     for (std::int32_t bad : {4, -1, INT_MAX, INT_MIN})
       for (std::vector<std::int64_t> where : {std::vector<std::int64_t>{0}, {17}, {28}, {28, 5}}) {
+        const ikbo_test::LceSpec s = spec(29, 4, 70, 24, 40, 9, DType::F16, r, MapKind::Unsorted, 3);
         ikbo::LceCase c = ikbo_test::build(s);
         for (std::int64_t b : where) c.cand_to_user[b] = bad;
         const ikbo::LceProblem p = c.view();
-        INFO("stage=" << cuda::to_string(stage) << " bad=" << bad << " at " << where.front());
+        INFO("stage=" << cuda::to_string(stage) << " rounding=" << ikbo::to_string(r)
+                      << " bad=" << bad << " at " << where.front());
         const LceOutcome ref = run_lce_reference(p);
         const LceOutcome gpu = run_lce_gpu(p, stage);
         INFO("reference: " << to_string(ref) << "\ngpu: " << to_string(gpu));
+        if (stage == LceStage::LtEpilogue && r == LceRounding::UserRounded)
+          REQUIRE(gpu.paths.front() == "lce.lt-epilogue");
         REQUIRE(ref.kind == LceOutcome::Kind::InvalidArgument);
         REQUIRE(gpu.kind == LceOutcome::Kind::InvalidArgument);
         REQUIRE(gpu.argument == ref.argument);

@@ -88,6 +88,81 @@ TEST_CASE("ikbo lce: a published-rounding output judged under round-once", "[ikb
   CHECK_FALSE(judge_lce(c.view(), pub, std::vector<double>{1 + 3 * 0x1p-10}).passed());
 }
 
+TEST_CASE("ikbo lce: a published-rounding output judged under user-rounded",
+          "[ikbo][oracle][sharpness]") {
+  // The same half-way case: user-rounded stores RN(user) = 2^-11 and adds it to the FP32
+  // candidate part 1 + 2^-9 + 2^-20 (exact), above the midpoint: 1 + 3·2^-10, as round-once.
+  // The enclosure is that one value (the FP32 radius ~2^-23 is far below the 2^-20 margin), so
+  // the published value 1 + 2^-9 (the candidate part rounded to 16 bits first) is caught.
+  LceCase c = make_lce_case({1, 1, 1, 1, 1, 1},
+                            {DType::F16, DType::F32, LceRounding::UserRounded}, MapKind::Sorted, 1);
+  store_from_double(DType::F16, c.w_c.data(), 0, 1 + 0x1p-10);
+  store_from_double(DType::F16, c.e_c.data(), 0, 1 + 0x1p-10);
+  store_from_double(DType::F16, c.w_u.data(), 0, 0x1p-11);
+  store_from_double(DType::F16, c.e_u.data(), 0, 1.0);
+  const IkboEnclosures enc = compute_lce_enclosures(c.view());
+  CHECK(enc.enclosures[0].lo == 1 + 3 * 0x1p-10);
+  CHECK(enc.enclosures[0].hi == 1 + 3 * 0x1p-10);
+  LceEmulation published;
+  published.rounding = LceRounding::Published;
+  const std::vector<double> pv = emulate_lce(c.view(), published);
+  CHECK(pv[0] == 1 + 0x1p-9);
+  CHECK_FALSE(judge_lce(c.view(), enc, pv).passed());
+  CHECK(judge_lce(c.view(), enc, emulate_lce(c.view(), LceEmulation{})).passed());
+}
+
+TEST_CASE("ikbo lce: round-once and user-rounded outputs judged under each other",
+          "[ikbo][oracle][sharpness]") {
+  // test_ikbo_lce's midpoint case (FP16): cand = 1 - 2^-14, user = u0 + 2^-13 with
+  // u0 = 0.75 + 2^-11 (1 + u0 is the midpoint of 1.75 and 1.75 + 2^-10). Round-once: the exact
+  // sum is 2^-14 above the midpoint, 1.75 + 2^-10. User-rounded: RN(user) = u0, the FP32 sum
+  // is 2^-14 below the midpoint, 1.75. Every partial sum is exact and the radius (~2^-22) is
+  // below the 2^-14 margins: both enclosures are points and each rejects the other's value.
+  LceCase c = make_lce_case({1, 1, 1, 1, 1, 2},
+                            {DType::F16, DType::F32, LceRounding::UserRounded}, MapKind::Sorted, 1);
+  store_from_double(DType::F16, c.w_c.data(), 0, 1 + 0x1p-7);
+  store_from_double(DType::F16, c.e_c.data(), 0, 1 - 0x1p-7);
+  store_from_double(DType::F16, c.w_u.data(), 0, 1537 * 0x1p-11);
+  store_from_double(DType::F16, c.w_u.data(), 1, 0x1p-13);
+  store_from_double(DType::F16, c.e_u.data(), 0, 1.0);
+  store_from_double(DType::F16, c.e_u.data(), 1, 1.0);
+  const IkboEnclosures ur = compute_lce_enclosures(c.view());
+  CHECK(ur.enclosures[0].lo == 1.75);
+  CHECK(ur.enclosures[0].hi == 1.75);
+  LceEmulation once;
+  once.rounding = LceRounding::RoundOnce;
+  const std::vector<double> ov = emulate_lce(c.view(), once);
+  CHECK(ov[0] == 1.75 + 0x1p-10);
+  CHECK_FALSE(judge_lce(c.view(), ur, ov).passed());
+  for (LceOrder order : kAllLceOrders) {  // every conforming user-rounded kernel gives 1.75
+    LceEmulation e;
+    e.order = order;
+    CHECK(judge_lce(c.view(), ur, emulate_lce(c.view(), e)).passed());
+  }
+  c.policy.lce_rounding = LceRounding::RoundOnce;
+  const IkboEnclosures ro = compute_lce_enclosures(c.view());
+  CHECK(ro.enclosures[0].lo == 1.75 + 0x1p-10);
+  CHECK(ro.enclosures[0].hi == 1.75 + 0x1p-10);
+  CHECK_FALSE(judge_lce(c.view(), ro, std::vector<double>{1.75}).passed());
+}
+
+TEST_CASE("ikbo lce: published and round-once outputs under a user-rounded policy, random data",
+          "[ikbo][oracle][sharpness]") {
+  // Pinned outcomes (docs/oracle.md IKBO §2.5). Short reductions (K = 70): the enclosures are
+  // one or two FP16 values; published (candidate part also rounded to 16 bits) and round-once
+  // (user part not rounded) each differ from user-rounded by one ulp where one extra or one
+  // missing 16-bit rounding moves the sum across a midpoint: some elements, not most.
+  const LceCase c = random_lce(DType::F16, LceRounding::UserRounded, MapKind::Unsorted, 5);
+  for (LceRounding other : {LceRounding::Published, LceRounding::RoundOnce}) {
+    LceEmulation e;
+    e.rounding = other;
+    const CheckReport r = check_lce_values(c.view(), emulate_lce(c.view(), e));
+    INFO(to_string(other) << ": " << r.summary());
+    CHECK(r.failures > 0);
+    CHECK(r.failures < r.elements / 2);
+  }
+}
+
 TEST_CASE("ikbo lce: published rounding under a round-once policy, random data",
           "[ikbo][oracle][sharpness]") {
   // Pinned outcomes (docs/oracle.md IKBO §2.4). The policies differ by about one storage ulp

@@ -126,7 +126,8 @@ TEST_CASE("ikbo lce zero padding of K to a multiple of 8 leaves the fp64 result 
 }
 
 TEST_CASE("ikbo lce rounded output follows the policy's rounding points", "[ikbo][lce]") {
-  rc::prop("published: RN(RN(c) + RN(u)); round-once: RN(c + u)", []() {
+  rc::prop("published: RN(RN(c) + RN(u)); round-once: RN(c + u); user-rounded: "
+           "RN(RN_acc(c + RN(u)))", []() {
     const LceSpec s = *gen_lce_spec();
     const LceCase c = build(s);
     const LceReference r = lce_reference_fp64(c.view());
@@ -135,10 +136,12 @@ TEST_CASE("ikbo lce rounded output follows the policy's rounding points", "[ikbo
     const DType st = s.policy.storage;
     const std::vector<double> got = output_as_double(st, out);
     for (std::size_t i = 0; i < got.size(); ++i) {
-      const double want = s.policy.lce_rounding == LceRounding::Published
-                              ? round_to(st, round_to(st, r.candidate_part[i]) +
-                                                 round_to(st, r.user_part[i]))
-                              : round_to(st, r.out[i]);
+      double want = round_to(st, r.out[i]);
+      if (s.policy.lce_rounding == LceRounding::Published)
+        want = round_to(st, round_to(st, r.candidate_part[i]) + round_to(st, r.user_part[i]));
+      else if (s.policy.lce_rounding == LceRounding::UserRounded)
+        want = round_to(st, round_to(s.policy.accumulation,
+                                     r.candidate_part[i] + round_to(st, r.user_part[i])));
       RC_ASSERT(got[i] == want);
     }
   });
@@ -160,6 +163,40 @@ TEST_CASE("ikbo lce published and round-once differ on a half-way case (fp16)", 
   c.policy.lce_rounding = LceRounding::RoundOnce;
   lce_reference(c.view(), out.data());
   CHECK(load_as_double(DType::F16, out.data(), 0) == 1 + 3 * 0x1p-10);
+  // User-rounded: RN(u) = 2^-11 exactly; FP32 holds 1 + 2^-9 + 2^-11 + 2^-20 exactly, above the
+  // midpoint: 1 + 3·2^-10, as round-once (the candidate part is not rounded to 16 bits first).
+  c.policy.lce_rounding = LceRounding::UserRounded;
+  lce_reference(c.view(), out.data());
+  CHECK(load_as_double(DType::F16, out.data(), 0) == 1 + 3 * 0x1p-10);
+}
+
+TEST_CASE("ikbo lce user-rounded differs from round-once when the stored user part crosses a midpoint",
+          "[ikbo][lce]") {
+  // FP16. cand = (1 + 2^-7)(1 - 2^-7) = 1 - 2^-14 (K_c = 1); user = u0·1 + 2^-13·1 (K_u = 2,
+  // exact in FP32) with u0 = 1537·2^-11 = 0.75 + 2^-11, so 1 + u0 is the midpoint of 1.75 and
+  // 1.75 + 2^-10.
+  //   round-once: 1 - 2^-14 + u0 + 2^-13 = (1 + u0) + 2^-14, above the midpoint: 1.75 + 2^-10.
+  //   user-rounded: RN(user) = u0 (2^-13 < half an ulp 2^-12 of [0.5, 1)); the FP32 sum
+  //   1 + u0 - 2^-14 is exact and below the midpoint: 1.75.
+  //   published: RN(cand) = 1, 1 + u0 is the midpoint, ties to even: 1.75.
+  LceCase c = make_lce_case({1, 1, 1, 1, 1, 2}, {DType::F16, DType::F32, LceRounding::RoundOnce},
+                            MapKind::Sorted, 1);
+  const double u0 = 1537 * 0x1p-11;
+  store_from_double(DType::F16, c.w_c.data(), 0, 1 + 0x1p-7);
+  store_from_double(DType::F16, c.e_c.data(), 0, 1 - 0x1p-7);
+  store_from_double(DType::F16, c.w_u.data(), 0, u0);
+  store_from_double(DType::F16, c.w_u.data(), 1, 0x1p-13);
+  store_from_double(DType::F16, c.e_u.data(), 0, 1.0);
+  store_from_double(DType::F16, c.e_u.data(), 1, 1.0);
+  auto out = c.make_output();
+  lce_reference(c.view(), out.data());
+  CHECK(load_as_double(DType::F16, out.data(), 0) == 1.75 + 0x1p-10);
+  c.policy.lce_rounding = LceRounding::UserRounded;
+  lce_reference(c.view(), out.data());
+  CHECK(load_as_double(DType::F16, out.data(), 0) == 1.75);
+  c.policy.lce_rounding = LceRounding::Published;
+  lce_reference(c.view(), out.data());
+  CHECK(load_as_double(DType::F16, out.data(), 0) == 1.75);
 }
 
 TEST_CASE("ikbo lce K_u = 0 has no user part, B = 0 writes nothing", "[ikbo][lce]") {

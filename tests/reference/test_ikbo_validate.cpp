@@ -74,6 +74,18 @@ TEST_CASE("ikbo valid problems pass", "[ikbo][validate]") {
   CHECK(validate(attention_base(true).view()).ok());
   CHECK(to_string(IkboPolicy{}) == "ikbo[storage=fp16,acc=fp32,lce=round-once]");
   CHECK(to_string(LceRounding::Published) == "published");
+  CHECK(to_string(LceRounding::UserRounded) == "user-rounded");
+  for (LceRounding r : {LceRounding::Published, LceRounding::RoundOnce, LceRounding::UserRounded})
+    CHECK(parse_lce_rounding(to_string(r)) == r);
+  try {
+    parse_lce_rounding("round-twice", "--ikbo-rounding");
+    FAIL("no exception");
+  } catch (const InvalidArgument& e) {
+    CHECK(e.argument() == "--ikbo-rounding");
+    CHECK(std::string(e.what()) ==
+          "--ikbo-rounding: 'round-twice' is not a rounding (allowed: round-once, published, "
+          "user-rounded)");
+  }
 }
 
 TEST_CASE("ikbo lce validation names argument, value and limit", "[ikbo][validate]") {
@@ -116,7 +128,7 @@ TEST_CASE("ikbo lce validation names argument, value and limit", "[ikbo][validat
       with([](LceProblem& p) { p.policy.lce_rounding = static_cast<LceRounding>(7); }),
       "lce.policy.lce_rounding",
       "lce.policy.lce_rounding: lce_rounding(7) is not a rounding (allowed: published, "
-      "round-once)");
+      "round-once, user-rounded)");
   expect_lce_invalid(with([](LceProblem& p) { p.K_c = std::int64_t{1} << 62; }), "lce.K_c",
                      "lce.K_c: B·K_c·N = 4·4611686018427387904·3 overflows int64");
   // K_u = 0: the user tensors may be null.

@@ -67,7 +67,8 @@ inline rc::Gen<IkboPolicy> gen_policy(bool allow_f32 = true) {
                          ? *rc::gen::elementOf(std::vector<DType>{DType::F32, DType::F64})
                          : DType::F32;
     p.lce_rounding = *rc::gen::elementOf(
-        std::vector<LceRounding>{LceRounding::Published, LceRounding::RoundOnce});
+        std::vector<LceRounding>{LceRounding::Published, LceRounding::RoundOnce,
+                                 LceRounding::UserRounded});
     return p;
   });
 }

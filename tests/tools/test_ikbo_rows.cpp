@@ -109,6 +109,22 @@ TEST_CASE("ikbo rows: every row passes on the CPU reference as the device", "[ve
   CHECK(ikbo_row_specs(false).size() == 20);
 }
 
+TEST_CASE("ikbo rows: every LCE rounding policy passes on the CPU reference", "[verify][ikbo]") {
+  auto be = ikbo::make_reference_ikbo_backend();
+  for (ikbo::LceRounding r : {ikbo::LceRounding::Published, ikbo::LceRounding::RoundOnce,
+                              ikbo::LceRounding::UserRounded}) {
+    IkboConfig cfg = tiny_ikbo(be.get());
+    cfg.lce_rounding = r;
+    std::vector<IkboRowResult> results;
+    for (const IkboRowSpec& s : ikbo_row_specs(true)) results.push_back(run_ikbo_row(cfg, s));
+    const IkboTotals t = count_ikbo_rows(results);
+    INFO(ikbo::to_string(r));
+    CHECK(t.passed == 30);
+    CHECK(t.failed == 0);
+    CHECK(ikbo_rows_json(cfg, results)["lce_rounding"] == ikbo::to_string(r));
+  }
+}
+
 TEST_CASE("ikbo rows: no device means skipped device rows and passing CPU self-checks",
           "[verify][ikbo]") {
   const IkboConfig cfg = tiny_ikbo(nullptr);

@@ -26,6 +26,13 @@ enum class LceRounding : std::uint8_t {
   Published,
   /// Better: both parts accumulate in FP32, the sum is rounded once to the storage type.
   RoundOnce,
+  /// Between the two (what a cuBLASLt epilogue with C in the output type computes): the user part
+  /// (FP32 accumulation at batch U) is stored once in the storage type; the candidate part
+  /// accumulates in FP32 and the stored user value is added to it in FP32 (one FP32 rounding),
+  /// then the sum is rounded once to the storage type. On exact parts C, U:
+  /// RN_st(RN_acc(C + RN_st(U))). One 16-bit rounding fewer than Published (the candidate part is
+  /// never rounded to 16 bits); one more than RoundOnce (the user part is). docs/ikbo.md.
+  UserRounded,
 };
 
 /// Precision policy of an IKBO call: storage type of every input and of the output (F16, BF16 or
@@ -39,7 +46,10 @@ struct IkboPolicy {
 };
 /// e.g. "ikbo[storage=fp16,acc=fp32,lce=round-once]".
 std::string to_string(const IkboPolicy& p);
-std::string to_string(LceRounding r);  ///< "published", "round-once"
+std::string to_string(LceRounding r);  ///< "published", "round-once", "user-rounded"
+/// Inverse of to_string(LceRounding); throws InvalidArgument naming `what`, the value and the
+/// allowed names.
+LceRounding parse_lce_rounding(const std::string& s, const char* what = "lce_rounding");
 
 /// One linear-compression call (row-major tensors, all of dtype policy.storage):
 ///   w_c [M, K_c], w_u [M, K_u], e_c [B, K_c, N], e_u [U, K_u, N], cand_to_user int32 [B];

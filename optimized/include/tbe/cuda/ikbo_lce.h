@@ -38,7 +38,7 @@ enum class LceStage : std::uint8_t {
   /// (1) user GEMM at batch U and candidate GEMM at batch B (cuBLAS strided batched, W shared:
   /// stride 0 on the W operand) on the tensors as given (K as the layout says), into workspace
   /// buffers [B, M, N]; then a gather-add kernel writes out[b] = cand[b] + user[u(b)] with the
-  /// policy's rounding.
+  /// policy's rounding (every LceRounding: Published, RoundOnce, UserRounded).
   Decomposed,
   /// (2) as (1) with K padded to a multiple of 8 (zero padding: exact same sums). cuBLAS picks
   /// its fast (TMA/wgmma) kernels only when K % 8 == 0: padding the weights' rows alone (K kept)
@@ -60,13 +60,18 @@ enum class LceStage : std::uint8_t {
   /// policy rounding (the epilogue of cuBLAS(Lt) cannot express either policy: it rounds
   /// alpha·acc + beta·C once with C in the output type, see the README).
   L2Chunked,
-  /// (3c) the gather-add in cuBLASLt's epilogue: one pointer-array batched matmul (K padded as
-  /// in PaddedK) with C[b] = row u(b) of the FP32 user result and D[b] = out[b]: D = round(acc +
-  /// C), exactly RoundOnce's single rounding of the FP32 sum. Any map (pointers per candidate,
-  /// built on the device after the map check; on a bad map every D points at a workspace
-  /// scratch). Published cannot be expressed by an epilogue that rounds once (it rounds the
-  /// candidate part first), nor can cuBLASLt configurations this toolkit's heuristics reject:
-  /// those run PaddedK, reported in paths() ("lce.lt-epilogue.unsupported").
+  /// (3c) the gather-add in cuBLASLt's epilogue: the user GEMM (cuBLAS, batch U) first, then one
+  /// pointer-array batched matmul (K padded as in PaddedK) with C[b] = row u(b) of the user
+  /// result, beta = 1, and D[b] = out[b]: D = round_st(fl32(acc + C)). With C in the storage type
+  /// that is exactly UserRounded (the user result rounded once to storage, one FP32 add, one
+  /// rounding to storage): the policy this stage is for. With an FP32 C it would be RoundOnce,
+  /// but cuBLASLt 13.1's heuristic rejects FP32 C with a 16-bit D. Any map (pointers per
+  /// candidate, built on the device after the map check; on a bad map every D points at a
+  /// workspace scratch and every C at user row 0, so `out` is untouched). Published cannot be
+  /// expressed by an epilogue that rounds once (it rounds the candidate part first); it, F32
+  /// storage, and configurations the heuristic rejects run PaddedK, reported in paths()
+  /// ("lce.lt-epilogue.unsupported(...)"). run() requires d_out and d_workspace aligned as the
+  /// batch pointers' strides allow (up to 256 bytes: cudaMalloc's), InvalidArgument otherwise.
   LtEpilogue,
 };
 /// "decomposed", "padded-k", "fused-epilogue", "l2-chunked", "lt-epilogue"
@@ -112,7 +117,8 @@ class LceOp {
 
   /// Device workspace needed by run() (bytes, 256-aligned pieces inside): flag, padded copies
   /// (weights; E for PaddedK / L2Chunked on a dense layout), the user GEMM's result [U, M, N]
-  /// (FP32 under RoundOnce, storage under Published) and the candidate GEMM's result (same type):
+  /// (FP32 under RoundOnce, storage under Published and UserRounded) and the candidate GEMM's
+  /// result (storage under Published, else FP32):
   /// [B, M, N] for Decomposed / PaddedK, two chunks for L2Chunked, none for FusedEpilogue.
   std::size_t workspace_bytes() const;
 

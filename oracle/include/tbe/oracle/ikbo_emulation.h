@@ -20,7 +20,9 @@ enum class LceOrder : std::uint8_t {
   Descending,         ///< k = K-1, ..., 0
   Pairwise,           ///< recursive halving of [0, K)
   Chunked,            ///< chunks of `chunk` in order, then the chunk sums in order (split-K)
-  SingleAccumulator,  ///< RoundOnce kernels: user terms then candidate terms in ONE accumulator
+  /// RoundOnce kernels: user terms then candidate terms in ONE accumulator; UserRounded: the
+  /// stored user value then the candidate terms in one accumulator (C preloaded)
+  SingleAccumulator,
 };
 inline constexpr LceOrder kAllLceOrders[] = {LceOrder::Ascending, LceOrder::Descending,
                                              LceOrder::Pairwise, LceOrder::Chunked,
