@@ -95,20 +95,27 @@ int backward_main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--batch") batch = std::stoll(next());
-    else if (a == "--iters") iters = std::stoi(next());
+    if (a == "--batch") batch = parse_int_arg("--batch", next(), 1, 1 << 22);
+    else if (a == "--iters") iters = static_cast<int>(parse_int_arg("--iters", next(), 1, 100000));
     else if (a == "--json") json_path = next();
     else if (a == "--dump-npy") npy_dir = next();
-    else if (a == "--bounds") bounds = parse_bounds_check(next(), "--bounds");
+    else if (a == "--bounds") {
+      const std::string v = next();
+      try {
+        bounds = parse_bounds_check(v, "--bounds");
+      } catch (const std::exception& e) {
+        throw UsageError(e.what());
+      }
+      if (bounds != BoundsCheckMode::Warning && bounds != BoundsCheckMode::None)
+        throw UsageError("--bounds: '" + v + "' is not allowed here (allowed: warning, none)");
+    }
     else if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     } else {
-      std::fputs(kUsage, stderr);
-      return 2;
+      throw UsageError("unknown argument '" + a + "' (see tbe-bench backward --help)");
     }
   }
-  iters = std::max(iters, 1);
   int devices = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "tbe-bench: no CUDA device visible; nothing to time\n");

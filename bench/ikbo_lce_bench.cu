@@ -53,6 +53,7 @@
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_common.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/ikbo_lce.h"
 #include "tbe/ikbo.h"
@@ -547,8 +548,8 @@ constexpr const char* kUsage =
     "  tbe::cuda::LceOp) and the broadcast + one GEMM baseline on the ikbo-lce shape (FP16, BF16;\n"
     "  the three rounding policies, or only --rounding R) and its sweeps over B and candidates\n"
     "  per user (FP16, --sweep-rounding, default round-once).\n"
-    "  CUDA events, median /\n"
-    "  min / max over N iterations after warm-up, L2 flushed between iterations; TFLOP/s on the\n"
+    "  CUDA events, median / min / max over N iterations after warm-up, L2 flushed between\n"
+    "  iterations; TFLOP/s on the\n"
     "  decomposed work 2*M*N*(B*K_c + U*K_u) and as % of a cuBLAS 8192^3 GEMM measured in the\n"
     "  same run. --quick: published shape FP16 only, round-once and user-rounded (or --rounding).\n"
     "  Exits 77 when no CUDA device is visible.\n";
@@ -570,7 +571,7 @@ int ikbo_lce_main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--iters") c.iters = std::max(1, std::stoi(next()));
+    if (a == "--iters") c.iters = static_cast<int>(tbe::bench::parse_int_arg("--iters", next(), 1, 100000));
     else if (a == "--json") json_path = next();
     else if (a == "--no-sweeps") sweeps = false;
     else if (a == "--quick") quick = true, sweeps = false;
@@ -587,7 +588,7 @@ int ikbo_lce_main(int argc, char** argv) {
       else sweep_rounding = r;
     }
     else if (a == "--help" || a == "-h") return std::fputs(kUsage, stdout), 0;
-    else return std::fputs(kUsage, stderr), 2;
+    else throw tbe::bench::UsageError("unknown argument '" + a + "' (see tbe-bench ikbo-lce --help)");
   }
   int devices = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {

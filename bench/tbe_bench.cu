@@ -55,8 +55,10 @@ std::vector<float> weights_as_f32(const ForwardCase& c) {
 constexpr const char* kUsage =
     "usage: tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]\n"
     "                         [--json FILE] [--dump-npy DIR]\n"
-    "       tbe-bench backward --help   (backward + exact optimizer, see bench/backward_bench.cu)\n"
-    "       tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick]  (IKBO LCE stages)\n"
+    "       tbe-bench backward [--batch B] [--iters N] [--bounds warning|none] [--json FILE]\n"
+    "                          [--dump-npy DIR]   (backward + exact optimizer; backward --help)\n"
+    "       tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]\n"
+    "                          [--rounding R] [--sweep-rounding R]   (IKBO LCE; ikbo-lce --help)\n"
     "  Times the CUDA forward on a named workload (CUDA events, median/min/max over N iterations\n"
     "  after warm-up, L2 flushed between iterations) in every variant (no check, fused and\n"
     "  separate bounds check, FP32/FP16 weights, tuning variants), counts bytes (unique rows,\n"
@@ -73,12 +75,29 @@ int usage(int status) {
 
 int ikbo_lce_main(int argc, char** argv);  // bench/ikbo_lce_bench.cu
 
+int forward_main(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  try {
+    return forward_main(argc, argv);
+  } catch (const tbe::bench::UsageError& e) {
+    std::fprintf(stderr, "tbe-bench: %s\n(see tbe-bench --help)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tbe-bench: error: %s\n", e.what());
+    return 3;
+  }
+}
+
+int forward_main(int argc, char** argv) {
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
     return usage(0);
   if (argc >= 2 && std::string(argv[1]) == "backward") return tbe::bench::backward_main(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "ikbo-lce") return ikbo_lce_main(argc, argv);
-  if (argc < 2 || std::string(argv[1]) != "forward") return usage(2);
+  if (argc < 2) return usage(2);
+  if (std::string(argv[1]) != "forward")
+    throw tbe::bench::UsageError("unknown subcommand '" + std::string(argv[1]) +
+                                 "' (allowed: forward, backward, ikbo-lce)");
   std::string workload = "seed-large", json_path, npy_dir;
   std::int64_t batch = 0;
   int iters = 20;
@@ -89,14 +108,16 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--workload") workload = next();
-    else if (a == "--batch") batch = std::stoll(next());
-    else if (a == "--iters") iters = std::stoi(next());
+    else if (a == "--batch") batch = tbe::bench::parse_int_arg("--batch", next(), 1, 1 << 22);
+    else if (a == "--iters") iters = static_cast<int>(tbe::bench::parse_int_arg("--iters", next(), 1, 100000));
     else if (a == "--json") json_path = next();
     else if (a == "--dump-npy") npy_dir = next();
     else if (a == "--help" || a == "-h") return usage(0);
-    else return usage(2);
+    else throw tbe::bench::UsageError("unknown argument '" + a + "'");
   }
-  iters = std::max(iters, 1);
+  if (workload != "seed-large" && workload != "seed-large-fp16")
+    throw tbe::bench::UsageError("--workload: '" + workload +
+                                 "' is not a workload (allowed: seed-large, seed-large-fp16)");
 
   int devices = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {

@@ -83,6 +83,7 @@ Options:
                                | one-user | u-eq-b), on ikbo-lce at B = 16 and ikbo-fa at B = 32,
                                U = 8, S = 128 (docs/ikbo.md); the IKBO backend follows --backend
                      all       the three
+  --backward-row N   run only backward row N (1 .. 40; the replay command of a failing row)
   --ikbo-rounding R  LCE rounding policy of the IKBO rows: round-once (default), published or
                      user-rounded (docs/ikbo.md)
   --help, -h         this text
@@ -118,6 +119,7 @@ struct Args {
   bool forward_rows = true;
   bool backward_rows = true;
   bool ikbo_rows = true;
+  std::int64_t backward_row = 0;  ///< --backward-row N (1-based): only that backward row
   tbe::ikbo::LceRounding ikbo_rounding = tbe::ikbo::LceRounding::RoundOnce;
 };
 
@@ -225,6 +227,12 @@ Args parse_args(int argc, char** argv) {
       } catch (const tbe::InvalidArgument& e) {
         throw UsageError(e.what());
       }
+    } else if (flag == "--backward-row") {
+      a.backward_row = static_cast<std::int64_t>(parse_unsigned(
+          "--backward-row", value("a row number"), "a backward row number (allowed: 1 .. 40)"));
+      if (a.backward_row < 1 || a.backward_row > 40)
+        throw UsageError("--backward-row: " + std::to_string(a.backward_row) +
+                         " is not a backward row number (allowed: 1 .. 40)");
     } else if (flag == "--require-gpu") {
       a.require_gpu = true;
     } else if (flag == "--backend") {
@@ -407,7 +415,15 @@ int run(const Args& args) {
     if (!json_file) throw UsageError("--json: cannot write '" + args.json_path + "'");
   }
 
-  print_header(std::cout, info);
+  if (args.forward_rows) {
+    print_header(std::cout, info);
+  } else {
+    std::cout << "tbe-verify: device " << info.device
+              << (info.device_present ? " (" + info.backend + ")" : " (" + info.skip_reason + ")")
+              << ", seed " << args.seed << ", B " << batch << "; sections:"
+              << (args.backward_rows ? " backward" : "") << (args.ikbo_rows ? " ikbo" : "")
+              << "\n";
+  }
   std::cout << std::flush;
   std::vector<CaseResult> results;
   if (!args.forward_rows) cases.clear();
@@ -436,15 +452,22 @@ int run(const Args& args) {
     BackwardRunner brunner(bcfg);
     const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
     for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (args.backward_row != 0 && static_cast<std::int64_t>(i) + 1 != args.backward_row)
+        continue;
       std::cerr << "backward [" << i + 1 << "/" << rows.size() << "] ... " << std::flush;
       backward.push_back(brunner.run(rows[i], i));
       std::cerr << to_string(backward.back().row.verdict) << "\n";
     }
-    std::ostringstream wl;
+    std::ostringstream wl, replay;
     wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << batch << ", seed "
        << args.seed;
+    replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
+           << (args.backend == "cpu" ? " --backend cpu" : "");
     std::cout << "\n";
-    print_backward_results(std::cout, backward, bcfg.device != nullptr, wl.str());
+    // A single replayed row keeps the path requirement off (it needs every row).
+    if (args.backward_row != 0) std::cout << "(--backward-row " << args.backward_row << " only)\n";
+    print_backward_results(std::cout, backward, bcfg.device != nullptr, wl.str(),
+                           args.backward_row == 0 ? replay.str() : "");
   }
 
   // IKBO rows (their own table and count line).
@@ -458,17 +481,28 @@ int run(const Args& args) {
   }
   info.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  const Totals totals = count_rows(results);
+  const BackwardTotals btotals = count_backward_rows(backward);
+  const IkboTotals itotals = count_ikbo_rows(ikbo_rows);
   if (json_file.is_open()) {
     nlohmann::json j = to_json(info, results);
     if (args.backward_rows) j["backward"] = backward_to_json(backward);
     if (args.ikbo_rows) j["ikbo"] = ikbo_rows_json(ik.cfg, ikbo_rows);
+    // Every section's counts ("summary" above counts the forward matrix only).
+    auto section = [](std::int64_t p, std::int64_t f, std::int64_t s) {
+      return nlohmann::json{{"passed", p}, {"failed", f}, {"skipped", s}};
+    };
+    j["totals"] = {
+        {"forward", section(totals.passed, totals.failed, totals.skipped)},
+        {"backward", section(btotals.passed, btotals.failed, btotals.skipped)},
+        {"ikbo", section(itotals.passed, itotals.failed, itotals.skipped)},
+        {"all", section(totals.passed + btotals.passed + itotals.passed,
+                        totals.failed + btotals.failed + itotals.failed,
+                        totals.skipped + btotals.skipped + itotals.skipped)}};
     json_file << j.dump(2) << "\n";
     if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
   }
-  const Totals totals = count_rows(results);
-  const BackwardTotals btotals = count_backward_rows(backward);
-  if (totals.failed != 0 || btotals.failed != 0 || count_ikbo_rows(ikbo_rows).failed != 0)
-    return 1;
+  if (totals.failed != 0 || btotals.failed != 0 || itotals.failed != 0) return 1;
   if (args.require_gpu &&
       (info.device_is_cpu || totals.device_passed + btotals.device_passed == 0)) {
     std::cerr << "tbe-verify: --require-gpu: no GPU row was verified ("

@@ -58,6 +58,11 @@ class RoutingStandIn : public Backend {
     if (st.counters.fused_runs) st.paths.push_back("bwd.long.fused");
     if (!s.deterministic && st.counters.chunks) st.paths.push_back("bwd.nondeterministic");
     if (out.per_sample_weight_grad) st.paths.push_back("bwd.psw_grad");
+    const auto& dims = p.forward.tables.dims;
+    if (std::any_of(dims.begin(), dims.end(), [](std::int32_t d) { return d <= 128; }))
+      st.paths.push_back("bwd.group.warp");
+    if (std::any_of(dims.begin(), dims.end(), [](std::int32_t d) { return d > 128; }))
+      st.paths.push_back("bwd.group.block");
     if (p.forward.options.policy.write_back == RoundingMode::Stochastic &&
         p.forward.tables.dtype != DType::F32)
       st.paths.push_back("bwd.sr");
@@ -134,6 +139,7 @@ TEST_CASE("backward rows: the design covers every optimizer, rounding, route and
     if (a.pooling == PoolingMode::None) CHECK_FALSE(a.weighted);
   }
   CHECK(labels.size() == rows.size());
+  CHECK(std::any_of(rows.begin(), rows.end(), [](const auto& a) { return a.wide_rows; }));
   CHECK(sr == 20);
   CHECK(nondet == 16);
   CHECK(adagrad_l2 == 10);
@@ -154,6 +160,14 @@ TEST_CASE("backward rows: no GPU, the CPU fallback passes the oracle on every ro
     INFO(r.label << ": " << r.row.reason);
     CHECK(r.row.target == Target::SelfCheck);
     CHECK(r.row.verdict == Verdict::Passed);
+    // Every check but the route counters runs on the CPU fallback too.
+    const auto has = [&](const std::string& name) {
+      return std::any_of(r.row.checks.begin(), r.row.checks.end(),
+                         [&](const Check& c) { return c.name == name; });
+    };
+    CHECK_FALSE(has("counters"));
+    CHECK(has("deterministic") == r.axes.deterministic);
+    CHECK(has("c12.sr") == r.axes.stochastic_rounding);
   }
   CHECK(backward_paths_missing(results).empty());  // no device: nothing required
   const BackwardTotals t = count_backward_rows(results);
@@ -172,7 +186,7 @@ TEST_CASE("backward rows: a correct routed backend passes and exercises every pa
   }
   CHECK(backward_paths_missing(results).empty());
   std::ostringstream os;
-  print_backward_results(os, results, true, "test slice");
+  print_backward_results(os, results, true, "test slice", "tbe-verify --rows backward --batch 16");
   CHECK(os.str().find("backward: 40 passed, 0 failed, 0 skipped") != std::string::npos);
   const auto j = backward_to_json(results);
   CHECK(j.size() == 40);
@@ -195,10 +209,15 @@ TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
   }
   SECTION("one touched row left without its update") {
     RoutingStandIn dev(BwdFault::SkipOneRow);
-    for (const auto& r : run_all(&dev)) {
+    const auto results = run_all(&dev);
+    for (const auto& r : results) {
       INFO(r.label);
       CHECK(failed_check(r, "oracle."));
     }
+    std::ostringstream os;
+    print_backward_results(os, results, true, "test slice", "tbe-verify --rows backward --batch 16");
+    CHECK(os.str().find("replay: tbe-verify --rows backward --batch 16 --backward-row 40") !=
+          std::string::npos);
   }
   SECTION("a second call that differs in one bit") {
     RoutingStandIn dev(BwdFault::FlipBitOnSecondCall);

@@ -46,6 +46,7 @@ struct BackwardRowAxes {
   bool max_norm = false;
   bool clip_gradient = false;
   bool momentum_nonzero = false;
+  bool wide_rows = false;  ///< D = 256 instead of seed-large's 128 (block groups on the GPU)
 };
 
 /// The rows in order (40: 4 optimizer/weight-decay pairs x 2 roundings x 5 route/determinism).
@@ -58,6 +59,7 @@ std::string backward_row_label(const BackwardRowAxes& a);
 /// fallback judged by the oracle, when no GPU).
 struct BackwardRowResult {
   BackwardRowAxes axes;
+  std::size_t index = 0;  ///< 0-based position in enumerate_backward_rows()
   std::string label;
   RowResult row;
   BackwardStats stats;        ///< of the judged call
@@ -76,12 +78,12 @@ struct BackwardRunnerConfig {
   std::string skip_reason;
 };
 
-/// Runs backward rows. Rows with a device: the device's backward judged by the oracle, the
-/// intended route's counters > 0, counters consistent with the reference transpose (runs and
-/// lookups), a second call bitwise identical when deterministic, and for SR rows the aggregate
-/// z-test on the row's output and on a C12-shaped problem (quarter-ulp updates: about 25% of the
-/// elements must move, RNE would move none). Without a device: the CPU fallback judged by the
-/// oracle (target SelfCheck).
+/// Runs backward rows: the backend's backward judged by the oracle, a second call bitwise
+/// identical when deterministic, and for SR rows the aggregate z-test on the row's output and on
+/// a C12-shaped problem (quarter-ulp updates: about 25% of the elements must move, RNE would move
+/// none); with a device also the intended route's counters > 0 and consistent with the reference
+/// transpose (runs and lookups). Without a device the CPU fallback runs the same checks but the
+/// counters (target SelfCheck: it has one path, so the route axis is not exercised).
 class BackwardRunner {
  public:
   explicit BackwardRunner(BackwardRunnerConfig cfg);
@@ -92,15 +94,19 @@ class BackwardRunner {
   BackwardRunnerConfig cfg_;
 };
 
-/// Device paths every run of all the rows must exercise together ("a path never exercised is a
-/// failure"): bwd.short, bwd.long.chunked, bwd.long.fused, bwd.sr, bwd.psw_grad,
-/// bwd.nondeterministic. Returns the ones no device row reported (empty when no device ran).
+/// Device paths the rows must exercise together ("a path never exercised is a failure"):
+/// bwd.short, bwd.long.chunked, bwd.long.fused, bwd.sr, bwd.psw_grad, bwd.group.warp,
+/// bwd.group.block, bwd.nondeterministic. Returns the ones no device row reported (empty when no
+/// device ran). (bwd.hoisted and bwd.sort.key64 are not reachable through Backend: the GPU tests
+/// cover them.)
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows);
 
-/// Table of rows (verdict, worst element, route counters, paths), failures with details, and the
-/// missing-path failures.
+/// Table of rows (verdict, worst element, route counters, paths), failures with details and a
+/// replay command (`replay_prefix` + " --backward-row N"; "" prints none), and the missing-path
+/// failures.
 void print_backward_results(std::ostream& os, const std::vector<BackwardRowResult>& rows,
-                            bool device_present, const std::string& workload_line);
+                            bool device_present, const std::string& workload_line,
+                            const std::string& replay_prefix = "");
 nlohmann::json backward_to_json(const std::vector<BackwardRowResult>& rows);
 
 /// Rows counted like Totals: passed / failed / skipped, device and CPU.

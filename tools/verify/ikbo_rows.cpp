@@ -237,8 +237,8 @@ void print_ikbo_rows(std::ostream& os, const IkboConfig& cfg,
       os << "  " << r.label << " (" << to_string(row.target) << ")\n";
       for (const Check& c : row.checks)
         if (!c.passed) os << "      " << c.name << ": " << c.detail << "\n";
-      os << "      replay: tbe-verify --rows ikbo --seed " << cfg.seed
-         << (cfg.device ? "" : " --backend cpu") << "\n";
+      os << "      replay: tbe-verify --rows ikbo --seed " << cfg.seed << " --ikbo-rounding "
+         << ikbo::to_string(cfg.lce_rounding) << (cfg.device ? "" : " --backend cpu") << "\n";
     }
   const IkboTotals t = count_ikbo_rows(results);
   os << "ikbo rows: " << t.passed << " passed, " << t.failed << " failed, " << t.skipped
