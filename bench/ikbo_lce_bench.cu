@@ -63,12 +63,11 @@ using tbe::cuda::DeviceBuffer;
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
+using tbe::bench::check;  // cudaError_t; the cuBLAS overload is below
+using tbe::bench::summarize;
+using tbe::bench::time_it;
+using tbe::bench::Timing;
+
 void check(cublasStatus_t e, const char* what) {
   if (e != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "cuBLAS error in %s: %s\n", what, cublasGetStatusString(e));
@@ -76,42 +75,6 @@ void check(cublasStatus_t e, const char* what) {
   }
 }
 
-struct Timing {
-  double median_ms = 0, min_ms = 0, max_ms = 0;
-};
-
-Timing summarize(std::vector<float> ms) {
-  std::sort(ms.begin(), ms.end());
-  Timing t;
-  t.min_ms = ms.front();
-  t.max_ms = ms.back();
-  const std::size_t n = ms.size();
-  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  return t;
-}
-
-template <class F>
-Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_t flush_bytes) {
-  for (int i = 0; i < 3; ++i) body();
-  check(cudaStreamSynchronize(stream), "warm-up");
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  std::vector<float> ms;
-  for (int i = 0; i < iters; ++i) {
-    if (flush != nullptr) check(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream), "flush L2");
-    check(cudaEventRecord(a, stream), "record");
-    body();
-    check(cudaEventRecord(b, stream), "record");
-    check(cudaEventSynchronize(b), "sync");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, a, b), "elapsed");
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return summarize(ms);
-}
 
 // --- device inputs: uniform [-1, 1) from a counter hash, rounded to the storage type ---
 __device__ __forceinline__ unsigned long long mix(unsigned long long x) {
