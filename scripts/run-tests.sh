@@ -3,7 +3,8 @@
 # compiled even on machines without a GPU) and runs the whole ctest suite. GPU tests show as
 # skipped when no device is visible. Then:
 #  - the CPU tests again under AddressSanitizer + UndefinedBehaviorSanitizer (preset `sanitize`,
-#    `ctest -L cpu`);
+#    `ctest -L cpu -LE heavy`: `heavy` marks end-to-end runs of tbe-verify whose code the other
+#    CPU tests already cover under the sanitizers, and that take minutes instrumented);
 #  - when clang with libFuzzer is available, the fuzz harnesses (preset `fuzz`), each run for
 #    TBE_FUZZ_SECONDS (default 60) from its seed corpus; a crash fails the script and leaves the
 #    input under build-fuzz/artifacts/ (replay: fuzz/README.md).
@@ -26,7 +27,7 @@ if [ "${TBE_SKIP_SANITIZE:-0}" != 1 ]; then
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   cmake --preset sanitize
   cmake --build --preset sanitize -j "$jobs"
-  ctest --preset sanitize -L cpu -j "$jobs"
+  ctest --preset sanitize -L cpu -LE heavy -j "$jobs"
 fi
 
 # libFuzzer usable? (clang++ plus the compiler-rt fuzzer runtime, libclang-rt-14-dev on Debian 12)

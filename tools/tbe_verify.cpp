@@ -33,7 +33,8 @@ using namespace tbe::verify;
 
 constexpr std::int64_t kDefaultBatch = 8192;
 constexpr std::int64_t kFullBatch = 131072;
-constexpr std::int64_t kMaxBatch = 1048576;  // T·B·L stays far below 2^31 for int32 indices
+constexpr std::int64_t kMaxBatch = 1048576;
+constexpr std::int64_t kCpuBackwardBatch = 1024;  // backward rows' B when they run on the CPU  // T·B·L stays far below 2^31 for int32 indices
 constexpr int kUsageError = 2;
 
 const char* const kHelp = R"(usage: tbe-verify [options]
@@ -76,8 +77,8 @@ Options:
                      forward   the TBE forward matrix above
                      backward  backward + exact optimizer rows (optimizer x weight decay x
                                rounding x route x deterministic, 40 rows) on a seed-large slice
-                               (T=8, same B); every kernel path must be exercised
-                               (docs/backward.md)
+                               (T=8, same B; at most 1024 without a GPU); every kernel
+                               path must be exercised (docs/backward.md)
                      ikbo      IKBO rows (op lce | attention x dtype fp16 | bf16 (+ fp32 on the
                                CPU reference) x map sorted | unsorted | users-without-candidates
                                | one-user | u-eq-b), on ikbo-lce at B = 16 and ikbo-fa at B = 32,
@@ -443,7 +444,10 @@ int run(const Args& args) {
   std::vector<BackwardRowResult> backward;
   if (args.backward_rows) {
     BackwardRunnerConfig bcfg;
-    bcfg.batch = batch;
+    // Without a GPU the CPU fallback and the oracle run every row on the CPU: B is capped at
+    // kCpuBackwardBatch so a laptop run stays in minutes (the GPU rows use the full B).
+    const bool backward_on_cpu = info.device_is_cpu || !device;
+    bcfg.batch = backward_on_cpu ? std::min(batch, kCpuBackwardBatch) : batch;
     bcfg.seed = args.seed;
     // --backend cpu tests this tool: the backward rows then run as CPU self-checks (the reference
     // backend has no kernel routes to count).
@@ -459,8 +463,8 @@ int run(const Args& args) {
       std::cerr << to_string(backward.back().row.verdict) << "\n";
     }
     std::ostringstream wl, replay;
-    wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << batch << ", seed "
-       << args.seed;
+    wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << bcfg.batch
+       << (bcfg.batch != batch ? " (capped without a GPU)" : "") << ", seed " << args.seed;
     replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
            << (args.backend == "cpu" ? " --backend cpu" : "");
     std::cout << "\n";
