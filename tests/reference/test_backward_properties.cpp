@@ -89,9 +89,12 @@ void check_against_naive(BackwardCase& c, std::int64_t forced_sl, std::int64_t f
   }
   RC_ASSERT(run.weights == expect_w);
   RC_ASSERT(run.momentum.size() == expect_m.size());
-  // Bitwise (NaN-safe); no memcmp on the null data() of an empty (SGD) momentum.
-  RC_ASSERT(expect_m.empty() ||
-            std::memcmp(run.momentum.data(), expect_m.data(), expect_m.size() * sizeof(float)) == 0);
+  // Bitwise (NaN-safe); no memcmp on the null data() of an empty (SGD) momentum. (Computed
+  // before RC_ASSERT: its expression capture overloads ||, which then does not short-circuit.)
+  const bool same_momentum =
+      expect_m.empty() ||
+      std::memcmp(run.momentum.data(), expect_m.data(), expect_m.size() * sizeof(float)) == 0;
+  RC_ASSERT(same_momentum);
   for (std::size_t q = 0; q < run.psw_grad.size(); ++q) {
     const float expect = static_cast<float>(nb.psw_grad[q]);
     RC_ASSERT(std::memcmp(&run.psw_grad[q], &expect, sizeof expect) == 0);
