@@ -169,4 +169,24 @@ inline std::string max_sl_bucket(const BackwardEnclosures& enc) {
   return "SL>512";
 }
 
+/// Case C09 (tbe-edge-cases.md): one table E=4, D=2 shared by features 0 and 1, bags [1] and
+/// [1], grad_output all ones, rowwise Adagrad lr 0.5, eps 1e-8, momentum 0. Right answer: one
+/// update, W[1] = [0.5, 0.5]; two separate updates give 0.1464...
+inline BackwardCase c09_case(DType wdt, PolicyKind kind) {
+  BackwardCase c;
+  c.forward = single_table_case(wdt, DType::F32, kind, PoolingMode::Sum, 4, 2, {{1}},
+                                [](auto, auto) { return 1.0; });
+  c.forward.feature_table_map = {0, 0};
+  c.forward.batch_size = 1;
+  c.forward.indices = {1, 1};
+  c.forward.offsets = {0, 1, 2};
+  c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+  c.options.optimizer.learning_rate = 0.5;
+  c.options.optimizer.eps = 1e-8;
+  c.reset_momentum();
+  c.resize_grad_output();
+  for (int i = 0; i < 4; ++i) c.set_grad(i, 1.0);
+  return c;
+}
+
 }  // namespace tbe::oracle::testing

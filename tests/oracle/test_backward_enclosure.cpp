@@ -15,23 +15,6 @@ using namespace tbe::oracle::testing;
 
 namespace {
 
-BackwardCase c09_case(DType wdt, PolicyKind kind) {
-  BackwardCase c;
-  c.forward = single_table_case(wdt, DType::F32, kind, PoolingMode::Sum, 4, 2, {{1}},
-                                [](auto, auto) { return 1.0; });
-  c.forward.feature_table_map = {0, 0};
-  c.forward.batch_size = 1;
-  c.forward.indices = {1, 1};
-  c.forward.offsets = {0, 1, 2};
-  c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
-  c.options.optimizer.learning_rate = 0.5;
-  c.options.optimizer.eps = 1e-8;
-  c.reset_momentum();
-  c.resize_grad_output();
-  for (int i = 0; i < 4; ++i) c.set_grad(i, 1.0);
-  return c;
-}
-
 bool contains(const Enclosure& e, double v) { return e.lo <= v && v <= e.hi; }
 
 }  // namespace

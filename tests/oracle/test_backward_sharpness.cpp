@@ -116,19 +116,7 @@ TEST_CASE("sharpness: two separate updates of a shared-table row are rejected (C
           "[oracle][backward][sharpness]") {
   // C09: features 0 and 1 share the table; bags [1] and [1]; grads 1; Adagrad lr 0.5, eps 1e-8:
   // right answer 0.5, two separate updates give 0.1464...
-  BackwardCase c;
-  c.forward = single_table_case(DType::F32, DType::F32, PolicyKind::SeedDefault, PoolingMode::Sum,
-                                4, 2, {{1}}, [](auto, auto) { return 1.0; });
-  c.forward.feature_table_map = {0, 0};
-  c.forward.batch_size = 1;
-  c.forward.indices = {1, 1};
-  c.forward.offsets = {0, 1, 2};
-  c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
-  c.options.optimizer.learning_rate = 0.5;
-  c.options.optimizer.eps = 1e-8;
-  c.reset_momentum();
-  c.resize_grad_output();
-  for (int i = 0; i < 4; ++i) c.set_grad(i, 1.0);
+  BackwardCase c = c09_case(DType::F32, PolicyKind::SeedDefault);
   BackwardEmulationOptions o;
   o.fault = BackwardFault::SeparateUpdatesPerFeature;
   const BackwardEmulationResult bad = emulate_backward(c.view(), o);
