@@ -23,8 +23,11 @@ AttentionCase attention_base(bool jagged = false) {
   return make_attention_case(sh, {DType::BF16, DType::F32, {}}, MapKind::Sorted, 1);
 }
 
-void expect_lce_invalid(const LceProblem& p, const std::string& argument,
-                        const std::string& message) {
+// Both validations name `argument` with `message`, the reference backend's operator `run` throws
+// the same InvalidArgument and leaves its output untouched, and the FP64 reference `fp64` throws.
+template <class Problem, class Run, class Fp64>
+void expect_invalid(const Problem& p, const std::string& argument, const std::string& message,
+                    Run run, Fp64 fp64, const char* op) {
   Status s = validate(p);
   if (s.ok()) s = validate_map(std::span<const std::int32_t>(p.cand_to_user, p.B), p.U);
   REQUIRE_FALSE(s.ok());
@@ -34,35 +37,29 @@ void expect_lce_invalid(const LceProblem& p, const std::string& argument,
   std::vector<std::byte> out(4096, std::byte{0x5A});
   const auto copy = out;
   try {
-    be->lce(p, out.data());
-    FAIL("lce did not throw");
+    run(*be, p, out.data());
+    FAIL(op << " did not throw");
   } catch (const InvalidArgument& e) {
     CHECK(e.argument() == argument);
     CHECK(std::string(e.what()) == message);
   }
   CHECK(out == copy);
-  CHECK_THROWS_AS(lce_reference_fp64(p), InvalidArgument);
+  CHECK_THROWS_AS(fp64(p), InvalidArgument);
+}
+
+void expect_lce_invalid(const LceProblem& p, const std::string& argument,
+                        const std::string& message) {
+  expect_invalid(
+      p, argument, message, [](IkboBackend& be, const LceProblem& q, void* o) { be.lce(q, o); },
+      [](const LceProblem& q) { return lce_reference_fp64(q); }, "lce");
 }
 
 void expect_attention_invalid(const AttentionProblem& p, const std::string& argument,
                               const std::string& message) {
-  Status s = validate(p);
-  if (s.ok()) s = validate_map(std::span<const std::int32_t>(p.cand_to_user, p.B), p.U);
-  REQUIRE_FALSE(s.ok());
-  CHECK(s.argument == argument);
-  CHECK(s.message == message);
-  auto be = make_reference_ikbo_backend();
-  std::vector<std::byte> out(4096, std::byte{0x5A});
-  const auto copy = out;
-  try {
-    be->attention(p, out.data());
-    FAIL("attention did not throw");
-  } catch (const InvalidArgument& e) {
-    CHECK(e.argument() == argument);
-    CHECK(std::string(e.what()) == message);
-  }
-  CHECK(out == copy);
-  CHECK_THROWS_AS(attention_reference_fp64(p), InvalidArgument);
+  expect_invalid(
+      p, argument, message,
+      [](IkboBackend& be, const AttentionProblem& q, void* o) { be.attention(q, o); },
+      [](const AttentionProblem& q) { return attention_reference_fp64(q); }, "attention");
 }
 
 }  // namespace
