@@ -1,5 +1,5 @@
 // tbe-bench ikbo-lce: timing of the IKBO linear compression stages (tbe::cuda::LceOp) against the
-// broadcast baseline, on the ikbo-lce shape (workloads.md) and its two sweeps.
+// broadcast baseline, on the ikbo-lce shape (docs/workloads.md) and its two sweeps.
 //
 //   tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]
 //                      [--rounding R] [--sweep-rounding R]   (R: round-once|published|user-rounded)

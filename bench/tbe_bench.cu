@@ -1,4 +1,4 @@
-// tbe-bench: timing of the CUDA TBE forward on the named workloads (workloads.md).
+// tbe-bench: timing of the CUDA TBE forward on the named workloads (docs/workloads.md).
 //
 //   tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]
 //                     [--json FILE] [--dump-npy DIR]

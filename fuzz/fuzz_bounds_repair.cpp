@@ -7,7 +7,7 @@
 //    order of docs/semantics.md); FATAL: repair and forward_reference throw BoundsCheckError with
 //    that offender (output untouched) or return the input unchanged with zero counts;
 //  - WARNING / IGNORE: repair's offsets and counts equal repair_offsets_sequential, the max-scan
-//    form and the spec's loop written out here; repaired offsets are monotone in [0, N] and end at
+//    form and the loop of docs/semantics.md written out here; repaired offsets are monotone in [0, N] and end at
 //    N; every index inside a bag is in [0, E_t) (bad ones became 0, good ones unchanged, indices
 //    before offsets[0] untouched); warnings = bags + last offset + indices;
 //  - forward_reference on the repaired problem (mode NONE) runs and equals forward_reference on
@@ -142,7 +142,7 @@ bool corrupt(Built& b, int kind, ByteReader& in) {
 
 std::int64_t rows_of(const Built& b, std::int64_t f) { return b.rows[b.ftm[f]]; }
 
-// Brute-force offender scan (docs/semantics.md "Bounds check", FATAL order), written from the spec.
+// Brute-force offender scan (docs/semantics.md "Bounds check", FATAL order), written from that rule.
 std::optional<BoundsViolation> brute_first_violation(const Built& b,
                                                      const std::vector<std::int64_t>& bag_feature,
                                                      const std::vector<std::int64_t>& bag_sample) {
@@ -169,7 +169,7 @@ std::optional<BoundsViolation> brute_first_violation(const Built& b,
   return best;
 }
 
-// The repair loop of tbe.md, written out independently of the library.
+// The repair loop of docs/semantics.md "Bounds check", written out independently of the library.
 std::vector<std::int64_t> spec_repair(std::vector<std::int64_t> o, std::int64_t N,
                                       std::int64_t& bags, std::int64_t& last) {
   bags = 0;

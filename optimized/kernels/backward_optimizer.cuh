@@ -1,4 +1,4 @@
-// The exact optimizers applied by the group that owns a row (tbe.md "Backward"; FBGEMM
+// The exact optimizers applied by the group that owns a row (docs/backward.md "The computation"; FBGEMM
 // split_embedding_backward_codegen_{sgd,rowwise_adagrad}_*_exact): one update per unique row,
 // FP32 optimizer arithmetic (each operation rounded once: __f*_rn, no contraction), FP32 momentum,
 // write-back RNE or stochastic rounding (curand Philox, docs/backward.md "Stochastic rounding on

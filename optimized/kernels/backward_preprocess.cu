@@ -1,4 +1,4 @@
-// Backward preprocessing (tbe.md "Backward": the transpose, FBGEMM transpose_embedding_input):
+// Backward preprocessing (docs/backward.md "The computation": the transpose, FBGEMM transpose_embedding_input):
 //  1. linearize: a group of 8 threads per bag (of the repaired offsets) writes, for each lookup p
 //     of the bag, key[p] = row_offset[table(f)] + index[p] (WARNING/IGNORE: a bad index becomes
 //     row 0 and is counted, as the forward's fused check) and the 32-bit sorted value (bag id or

@@ -1,4 +1,4 @@
-// Bounds check / repair family (tbe.md "Bounds check modes").
+// Bounds check / repair family (docs/semantics.md "Bounds check").
 // Offsets repair = the max-scan form of FBGEMM's sequential rule:
 //   o'[0] = clamp(o[0], 0, N),  o'[k+1] = min(max(o[k+1], o'[k]), N)   after o[T·B] := N.
 // Since min(·, N) distributes over max, o' = inclusive max-scan of x with

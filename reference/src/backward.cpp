@@ -1,4 +1,4 @@
-// FP64 reference backward + exact optimizers (backward.h; tbe.md "Backward"; semantic choices in
+// FP64 reference backward + exact optimizers (backward.h; docs/backward.md "The computation"; choices in
 // docs/backward.md). Order of work: validate, bounds check/repair (FATAL throws), transpose, then
 // per run (OpenMP over runs) G_r and the optimizer in FP64, and only then any store: nothing is
 // written on error.
@@ -235,7 +235,7 @@ BackwardReference backward_reference_fp64(const BackwardProblem& p) {
   const float* psw = fp.lookups.per_sample_weights;
   const OptimizerConfig& oc = p.options.optimizer;
   const double max_grad = effective_hyper_parameter(oc.max_gradient);
-  // Clipping (tbe.md): clamp elementwise to [-max_gradient, max_gradient]; NaN stays NaN.
+  // Clipping (docs/backward.md "Semantics"): clamp elementwise to [-max_gradient, max_gradient]; NaN stays NaN.
   auto grad = [&](std::int64_t i) {
     const double g = grad_load(i);
     if (max_grad > 0.0) {
@@ -284,7 +284,7 @@ BackwardReference backward_reference_fp64(const BackwardProblem& p) {
       }
     }
 
-    // The optimizer (tbe.md), hyper-parameters as FP32 values, FP64 arithmetic.
+    // The optimizer (docs/backward.md "The computation"), hyper-parameters as FP32 values, FP64 arithmetic.
     if (!adagrad) {
       for (std::int64_t d = 0; d < D; ++d) x[d] = w_load(row + d) - lr * G[d];
     } else {

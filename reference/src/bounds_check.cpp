@@ -1,4 +1,4 @@
-// Bounds check and offset/index repair (bounds_check.h, tbe.md "Bounds check modes").
+// Bounds check and offset/index repair (bounds_check.h, docs/semantics.md "Bounds check").
 #include "tbe/bounds_check.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Seeded, reproducible index generators and named workloads (workloads.h, workloads.md).
+// Seeded, reproducible index generators and named workloads (workloads.h, docs/workloads.md).
 //
 // Reproducibility: every random decision draws from a counter-based stream Rng(seed, key) whose
 // key names what is drawn (purpose, feature/table, bag/row). Bags, rows and VBE sizes are thus
@@ -502,7 +502,7 @@ WorkloadSpec named_workload(const std::string& name, std::int64_t batch_size) {
     s.distribution = IndexDistribution::HotRow;
     s.options.policy = make_policy(PolicyKind::SeedDefault, DType::F32, DType::F32);
   } else if (name == "prod-mixed") {
-    // The production-like shape of workloads.md, scaled to fit host memory: 66 tables with E
+    // The production-like shape of docs/workloads.md, scaled to fit host memory: 66 tables with E
     // log-spaced from 2 to 2^21 (the published 17M capped at 2M rows), D cycling {4, 8, 64, 128},
     // mean L log-spaced from 1 to 120 with a uniform +-25% spread, uniform rows (alpha 1.0),
     // FP16 weights, FP32 output, default B = 4096 (published 294912: pass it as batch_size).

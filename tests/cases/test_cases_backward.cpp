@@ -1,4 +1,4 @@
-// Backward cases of shared/cases/tbe-edge-cases.md (C09, C12, C13) on the CPU backends, with the
+// Backward cases of docs/edge-cases.md (C09, C12, C13) on the CPU backends, with the
 // values given there. The GPU helper repeats them on the CUDA backend.
 #include <catch2/catch.hpp>
 

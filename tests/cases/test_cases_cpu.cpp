@@ -1,4 +1,4 @@
-// Public bug-report cases (shared/cases/tbe-edge-cases.md) on the CPU backend, with the exact
+// Public bug-report cases (docs/edge-cases.md) on the CPU backend, with the exact
 // values given there (hand-derived; no oracle involved). C04 (2^31-element table) and the GPU side
 // of C06 are GPU tests; C06 runs here on the CPU at B = 64. C09, C12, C13 are backward cases.
 #include <catch2/catch.hpp>

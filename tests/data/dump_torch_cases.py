@@ -11,7 +11,7 @@ io/src/case_file.cpp (docs/case-files.md): case.json plus weights.npy, indices.n
 per_sample_weights.npy (weighted cases) and output.npy (torch's output, recorded) -- or a recorded
 error when torch raised.
 
-Cases: the edge cases of /work/shared/cases/tbe-edge-cases.md that map to one F.embedding_bag call
+Cases: the edge cases of docs/edge-cases.md that map to one F.embedding_bag call
 (C01, C02, C03, C10, C11, C14) and seeded random ones (SUM / MEAN, weighted SUM, int32 / int64,
 FP32 / FP16 / BF16 weights; bag lengths 0, 1, 255, 256, 257, D = 1, odd, 2048).
 

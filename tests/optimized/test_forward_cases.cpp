@@ -1,4 +1,4 @@
-// The public bug-report cases (../shared/cases/tbe-edge-cases.md) on the GPU, with exact values.
+// The public bug-report cases (docs/edge-cases.md) on the GPU, with exact values.
 #include <cmath>
 #include <cstring>
 

@@ -169,7 +169,7 @@ inline std::string max_sl_bucket(const BackwardEnclosures& enc) {
   return "SL>512";
 }
 
-/// Case C09 (tbe-edge-cases.md): one table E=4, D=2 shared by features 0 and 1, bags [1] and
+/// Case C09 (docs/edge-cases.md): one table E=4, D=2 shared by features 0 and 1, bags [1] and
 /// [1], grad_output all ones, rowwise Adagrad lr 0.5, eps 1e-8, momentum 0. Right answer: one
 /// update, W[1] = [0.5, 0.5]; two separate updates give 0.1464...
 inline BackwardCase c09_case(DType wdt, PolicyKind kind) {

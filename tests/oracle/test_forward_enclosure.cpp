@@ -81,7 +81,7 @@ TEST_CASE("small-integer fills give point enclosures equal to the exact value",
 
 TEST_CASE("MEAN with power-of-two L is exact, with other L the enclosure is tight",
           "[oracle][width]") {
-  // tbe-edge-cases C11: W[r] = [3r, 3r+1, 3r+2]; offsets [0, 1, 1, 3, 3, 5].
+  // docs/edge-cases.md C11: W[r] = [3r, 3r+1, 3r+2]; offsets [0, 1, 1, 3, 3, 5].
   for (PoolingMode pooling : {PoolingMode::Sum, PoolingMode::Mean}) {
     ForwardCase c = single_table_case(DType::F32, DType::F32, PolicyKind::FbgemmCuda, pooling, 5,
                                       3, {{0}, {}, {1, 2}, {}, {3, 4}},
@@ -176,7 +176,7 @@ TEST_CASE("empty bags are exactly zero, NONE rows are copies", "[oracle][semanti
 }
 
 TEST_CASE("the bounds check runs first, exactly as in the operator", "[oracle][semantics]") {
-  // tbe-edge-cases C01: E=10, D=4, B=2, indices [3, 12, -5, 7], offsets [0, 2, 4].
+  // docs/edge-cases.md C01: E=10, D=4, B=2, indices [3, 12, -5, 7], offsets [0, 2, 4].
   auto fill = [](std::int64_t r, std::int32_t d) { return 10.0 * r + d; };
   ForwardCase c = single_table_case(DType::F32, DType::F32, PolicyKind::SeedDefault,
                                     PoolingMode::Sum, 10, 4, {{3, 12}, {-5, 7}}, fill);
@@ -190,7 +190,7 @@ TEST_CASE("the bounds check runs first, exactly as in the operator", "[oracle][s
     CHECK(e[4 + d].lo == 70.0 + 2 * d);   // W[0] + W[7]
     CHECK(e[4 + d].hi == 70.0 + 2 * d);
   }
-  // tbe-edge-cases C14: trailing indices, last offset repaired to N.
+  // docs/edge-cases.md C14: trailing indices, last offset repaired to N.
   ForwardCase t = single_table_case(DType::F32, DType::F32, PolicyKind::SeedDefault,
                                     PoolingMode::Sum, 32, 4, {{10, 11}, {20}}, fill);
   t.indices.insert(t.indices.end(), {5, 5, 5});

@@ -1,5 +1,5 @@
 // Shared helpers of the backward tests: running a backward call into fresh output buffers, an
-// independent naive implementation written from tbe.md (plain loops over bags, a std::map from
+// independent naive implementation written from docs/backward.md (plain loops over bags, a std::map from
 // (table, row) to the accumulated gradient), and a RapidCheck generator of VALID backward
 // problems with one run forced to a chosen segment length SL.
 #pragma once
@@ -56,7 +56,7 @@ inline BackwardRun run_backward(BackwardCase& c, Backend* be = nullptr,
   return r;
 }
 
-/// The naive backward of a VALID case (no repair needed), in FP64, from tbe.md: for every bag in
+/// The naive backward of a VALID case (no repair needed), in FP64, from docs/backward.md: for every bag in
 /// order, every lookup in order, G[(t, row)] += c_p·g; then each row's optimizer.
 struct NaiveBackward {
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> G;        ///< (t, r) -> G_r
@@ -168,7 +168,7 @@ inline NaiveBackward naive_backward(const BackwardCase& c) {
   return nb;
 }
 
-/// Segment lengths that decide the GPU routing (tbe.md "Backward work routing").
+/// Segment lengths that decide the GPU routing (docs/backward.md "Work routing").
 inline const std::vector<std::int64_t>& routing_segment_lengths() {
   static const std::vector<std::int64_t> v = {1, 2, 255, 256, 257, 511, 512, 4096};
   return v;

@@ -1,5 +1,5 @@
 // The FP64 reference backward + exact optimizers: hand-computed cases (values written from the
-// formulas of tbe.md in the test), the semantic choices of docs/backward.md, stochastic rounding
+// formulas of docs/backward.md in the test), the semantic choices of docs/backward.md, stochastic rounding
 // and its Philox stream, the transpose, and "nothing written on error / only touched rows change".
 #include <catch2/catch.hpp>
 

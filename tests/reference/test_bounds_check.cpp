@@ -1,4 +1,4 @@
-// Bounds check and repair: the sequential loop of tbe.md equals the max-scan form (values and
+// Bounds check and repair: the sequential loop of docs/semantics.md equals the max-scan form (values and
 // warning counts) on arbitrary offsets; FATAL names the first offender of a brute-force scan;
 // WARNING/IGNORE repair equals a brute-force repair, and forward computes on the repaired input.
 #include <catch2/catch.hpp>
@@ -15,7 +15,7 @@ using namespace tbe_test;
 
 namespace {
 
-// Brute force, written from the definitions in tbe.md independently of the library code.
+// Brute force, written from the definitions in docs/semantics.md independently of the library code.
 // Bag k is bad iff s < 0, s > e or e > N on the offsets as given.
 std::optional<BoundsViolation> brute_first_violation(const ForwardCase& c) {
   const auto feats = bag_features(c);

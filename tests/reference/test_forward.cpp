@@ -17,7 +17,7 @@ using namespace tbe_test;
 
 namespace {
 
-// Brute force from the definitions of tbe.md, using only the owning case: per bag, Σ s_p·W[i_p]
+// Brute force from the definitions of docs/semantics.md, using only the owning case: per bag, Σ s_p·W[i_p]
 // in index order (÷ L for MEAN), placed by hand-written layout rules.
 std::vector<double> brute_forward(const ForwardCase& c) {
   const std::int64_t T = c.num_features();

@@ -1,5 +1,5 @@
 // Generators: reproducible bit for bit, independent of the OpenMP thread count, valid by
-// construction, with the distribution properties workloads.md promises; named workloads.
+// construction, with the distribution properties docs/workloads.md promises; named workloads.
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 

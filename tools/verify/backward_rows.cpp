@@ -99,7 +99,7 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   }
 }
 
-// The C12 shape (tbe-edge-cases.md): FP16/BF16 rows of ones, each looked up once, grad -1,
+// The C12 shape (docs/edge-cases.md): FP16/BF16 rows of ones, each looked up once, grad -1,
 // Adagrad with lr a quarter ulp of 1: SR moves about 25% of the elements up, RNE none.
 void build_c12(BackwardInputs& in, DType weights, std::uint64_t seed) {
   ForwardCase& c = in.fc;

@@ -3,7 +3,7 @@
 // users-without-candidates, one-user, u-eq-b}, each run on an IkboBackend and judged by the IKBO
 // oracle (oracle/include/tbe/oracle/ikbo_oracle.h), plus canaries and error agreement. With no
 // device backend the device rows are skipped and CPU self-check rows run the reference instead.
-// Shapes: ikbo-lce and ikbo-fa (workloads.md) scaled down in B (docs/ikbo.md "tbe-verify rows").
+// Shapes: ikbo-lce and ikbo-fa (docs/workloads.md) scaled down in B (docs/ikbo.md "tbe-verify rows").
 #pragma once
 
 #include <cstdint>

@@ -372,7 +372,7 @@ struct Prepared {
   std::optional<ForwardProblem> malformed;  // fatal only
 };
 
-// Independent scan for the first FATAL offender of `l` (tbe.md order: bad bags by k, then the
+// Independent scan for the first FATAL offender of `l` (docs/semantics.md order: bad bags by k, then the
 // last offset, then bad indices by position), written apart from the reference's.
 std::optional<BoundsViolation> scan_first_offender(
     const Lookups& l, const OutputLayout& layout,

@@ -1,4 +1,4 @@
-// TBE backward fused with an exact optimizer (../shared/spec/tbe.md "Backward", "Backward work
+// TBE backward fused with an exact optimizer (docs/backward.md "The computation", "Work
 // routing"; FBGEMM split_embedding_backward_codegen_{sgd,rowwise_adagrad}_unweighted_exact and
 // their weighted variants). The FP64 reference defines the semantics and is the CPU fallback;
 // optimized/ implements the same interface on the GPU (tbe/cuda/backward.h).
@@ -6,7 +6,7 @@
 // Symbols: T features, N lookups, E_t rows and D_t columns of table t, run = all lookups of one
 // unique (table, row) after the transpose, SL = run length, G_r = row gradient of row r.
 // Linearized id of lookup p of feature f: row_offset[table(f)] + index[p], row_offset = exclusive
-// prefix of E_t over tables (int64). Semantic choices the spec leaves open: docs/backward.md.
+// prefix of E_t over tables (int64). Semantic choices: docs/backward.md "Semantics".
 #pragma once
 
 #include <array>

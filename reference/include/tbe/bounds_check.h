@@ -1,4 +1,4 @@
-// Bounds check and repair as its own step (tbe.md "Bounds check modes").
+// Bounds check and repair as its own step (docs/semantics.md "Bounds check").
 // Repair rule = FBGEMM's sequential CPU rule, made the definition; equal to the max-scan form
 //   o'[0] = clamp(o[0], 0, N),  o'[k+1] = min(max(o[k+1], o'[k]), N)   (after o[T·B] := N),
 // so a GPU can repair in parallel and match it exactly.
@@ -36,7 +36,7 @@ std::optional<BoundsViolation> find_first_violation(const ForwardProblem& p);
 /// Throws InvalidArgument if validate(p) fails.
 RepairResult repair(const ForwardProblem& p);
 
-/// The sequential rule, written as the loop in tbe.md (kept separate so tests can pin that it
+/// The sequential rule, written as the loop in docs/semantics.md (kept separate so tests can pin that it
 /// equals the max-scan form used by repair() and by the GPU).
 std::vector<std::int64_t> repair_offsets_sequential(std::vector<std::int64_t> offsets,
                                                     std::int64_t num_indices,

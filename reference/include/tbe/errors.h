@@ -43,7 +43,7 @@ inline void throw_if_error(const Status& s) {
   if (!s.ok()) throw InvalidArgument(s);
 }
 
-/// The first offender found by BoundsCheckMode::Fatal (tbe.md). Offender order, lowest first:
+/// The first offender found by BoundsCheckMode::Fatal (docs/semantics.md "Bounds check"). Offender order, lowest first:
 /// bad bags by bag index k (then the last offset, k = T·B), then bad indices by position.
 struct BoundsViolation {
   enum class Kind : std::uint8_t { Bag, LastOffset, Index } kind = Kind::Index;

@@ -1,4 +1,4 @@
-// The FP64 reference TBE forward (tbe.md "Output"), also the CPU fallback backend.
+// The FP64 reference TBE forward (docs/semantics.md "Pooling"), also the CPU fallback backend.
 // Deterministic: each bag is summed in index order in FP64, OpenMP over bags; the result is
 // rounded once to the output type.
 #pragma once

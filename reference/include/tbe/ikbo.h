@@ -1,7 +1,7 @@
 // IKBO (in-kernel broadcast) user x candidate operators: linear compression (LCE) and cross
-// attention. Semantics: ../shared/spec/ikbo.md (FBGEMM fbgemm_gpu/experimental/ikbo). The FP64
+// attention. Semantics: docs/ikbo.md (FBGEMM fbgemm_gpu/experimental/ikbo). The FP64
 // reference (Eigen) defines them and is the CPU fallback; optimized/ implements LCE on the GPU
-// (tbe/cuda/ikbo_lce.h). Choices the spec leaves open: docs/ikbo.md.
+// (tbe/cuda/ikbo_lce.h). Semantic choices: docs/ikbo.md.
 //
 // Symbols: B candidates, U users, cand_to_user [B] int32 in [0, U) (any map: unsorted, users
 // without candidates, U = 1, U = B).

@@ -1,6 +1,6 @@
-// Seeded generators of IKBO cases (ikbo.h): candidate-to-user maps of every kind the spec asks
+// Seeded generators of IKBO cases (ikbo.h): candidate-to-user maps of every kind docs/ikbo.md asks
 // kernels to accept, owning host buffers for LCE and attention calls, and the named shapes of
-// ../shared/spec/workloads.md ("ikbo-lce", "ikbo-fa"). Deterministic in (shape, policy, map kind,
+// docs/workloads.md ("ikbo-lce", "ikbo-fa"). Deterministic in (shape, policy, map kind,
 // seed), independent of the thread count. Choices: docs/ikbo.md.
 #pragma once
 

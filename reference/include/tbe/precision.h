@@ -1,4 +1,4 @@
-// Precision policies (../shared/spec/precision-and-oracle.md) and per-type traits.
+// Precision policies (docs/semantics.md "Precision policies") and per-type traits.
 // A policy is chosen once (CLI / test generator), carried in the problem options, read by the
 // CUDA dispatch (which accumulator to instantiate) and by the oracle (to size enclosures), and
 // printed in every report line.

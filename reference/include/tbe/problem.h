@@ -1,5 +1,5 @@
 // Non-owning views of one TBE forward call and the validation that every backend runs first.
-// Layout and semantics: ../shared/spec/tbe.md (FBGEMM SplitTableBatchedEmbeddingBagsCodegen).
+// Layout and semantics: docs/semantics.md "Inputs" (FBGEMM SplitTableBatchedEmbeddingBagsCodegen).
 //
 // Symbols: T features, B samples per feature (non-VBE), N = len(indices), E_t rows and D_t columns
 // of table t, feature_table_map[f] = table of feature f, L = bag length.

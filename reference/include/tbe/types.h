@@ -1,5 +1,5 @@
 // Vocabulary of the project: element types, pooling and bounds-check modes.
-// Semantics: ../shared/spec/tbe.md (FBGEMM SplitTableBatchedEmbeddingBagsCodegen), docs/semantics.md.
+// Semantics: docs/semantics.md (FBGEMM SplitTableBatchedEmbeddingBagsCodegen).
 #pragma once
 
 #include <cstddef>
@@ -16,7 +16,7 @@ enum class DType : std::uint8_t { F16, BF16, F32, F64, I32, I64 };
 /// returns one row per lookup. FBGEMM: PoolingMode.{SUM, MEAN, NONE}.
 enum class PoolingMode : std::uint8_t { Sum, Mean, None };
 
-/// Bounds-check mode, applied before lookup (tbe.md "Bounds check modes"). FBGEMM: BoundsCheckMode.
+/// Bounds-check mode, applied before lookup (docs/semantics.md "Bounds check"). FBGEMM: BoundsCheckMode.
 /// Fatal: any bad index/bag/last offset -> BoundsCheckError naming the first offender, nothing
 /// computed. Warning / Ignore: repair (max-scan rule) and count. None: caller promises valid input.
 enum class BoundsCheckMode : std::uint8_t { Fatal, Warning, Ignore, None };

@@ -1,4 +1,4 @@
-// Seeded, reproducible index generators and named workloads (../shared/spec/workloads.md).
+// Seeded, reproducible index generators and named workloads (docs/workloads.md).
 // Every generator is bit-for-bit reproducible on CPU for a given seed, independent of the number
 // of OpenMP threads: each bag draws from its own counter-based stream keyed by (seed, feature, bag).
 #pragma once
@@ -68,7 +68,7 @@ struct WorkloadSpec {
 /// Generates the case. Deterministic in spec (including seed).
 ForwardCase generate(const WorkloadSpec& spec);
 
-/// Named workloads of workloads.md: "seed-large", "seed-large-fp16", "fbgemm-bench-default",
+/// Named workloads of docs/workloads.md: "seed-large", "seed-large-fp16", "fbgemm-bench-default",
 /// "small-table", "hot-row", "prod-mixed". `batch_size` > 0 overrides B (e.g. 8192 for the
 /// scaled-down seed-large). Throws InvalidArgument for an unknown name (listing the known ones).
 WorkloadSpec named_workload(const std::string& name, std::int64_t batch_size = 0);

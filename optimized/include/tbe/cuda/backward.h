@@ -1,7 +1,7 @@
 // Device-level TBE backward fused with the exact optimizer (CUTLASS-style lifecycle, like
 // ForwardOp): construct (validate once + plan), query the workspace, run(stream) without host
 // sync, finish() to sync and collect the stats (or the FATAL BoundsCheckError).
-// Semantics: ../shared/spec/tbe.md "Backward"; the FP64 reference is tbe/backward.h.
+// Semantics: docs/backward.md "The computation"; the FP64 reference is tbe/backward.h.
 // Design, work routing and stochastic rounding on the GPU: docs/backward.md.
 //
 // Memory spaces: in the BackwardProblem handed to BackwardOp / TransposeOp the data pointers
@@ -44,7 +44,7 @@ struct SortedLookups {
   bool valid() const { return impl != nullptr && workspace != nullptr; }
 };
 
-struct TransposePlan;  // host plan + device metadata (optimized/src/backward_plan.h)
+struct TransposePlan;  // host plan + device metadata (optimized/src/backward_op.cpp)
 
 /// The backward's preprocessing as its own operator, so a caller can run it with the forward (the
 /// "hoisted transpose" of FBTriton): bounds check/repair (the problem's mode), linearize
@@ -78,7 +78,7 @@ class TransposeOp {
   char* last_workspace_ = nullptr;
 };
 
-struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_plan.h)
+struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
 
 /// One TBE backward + exact optimizer on device memory.
 ///   BackwardOp op(problem, strategy);   // validate(p, s) -> InvalidArgument; plan; upload meta

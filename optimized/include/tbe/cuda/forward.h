@@ -1,6 +1,6 @@
 // Device-level TBE forward operator (CUTLASS-style lifecycle): construct (validate once + build the
 // launch plan), query the workspace, run(stream) without host sync, finish() to sync and collect
-// the stats (or the FATAL BoundsCheckError). Semantics: ../shared/spec/tbe.md.
+// the stats (or the FATAL BoundsCheckError). Semantics: docs/semantics.md.
 //
 // Memory spaces: in the ForwardProblem handed to ForwardOp, the data pointers
 // (tables.weights, lookups.indices, lookups.offsets, lookups.per_sample_weights) are DEVICE
@@ -37,7 +37,7 @@ struct ForwardTuning {
   bool prefer_l1 = true;
 };
 
-struct ForwardPlan;  // host launch plan + device metadata (optimized/src/forward_plan.h)
+struct ForwardPlan;  // host launch plan + device metadata (optimized/src/forward_op.cpp)
 
 /// One TBE forward on device memory.
 ///   ForwardOp op(problem, strategy);          // validate() -> InvalidArgument, plan, upload meta

@@ -1,6 +1,6 @@
 // Device-level IKBO linear compression (LCE) operator (CUTLASS-style lifecycle, like ForwardOp):
 // construct (validate once + plan + cuBLAS handle), query the workspace, run(stream) without host
-// sync, finish() to sync and report. Semantics: ../shared/spec/ikbo.md, reference/include/tbe/ikbo.h;
+// sync, finish() to sync and report. Semantics: docs/ikbo.md "LCE", reference/include/tbe/ikbo.h;
 // design and measurements: optimized/README.md ("IKBO LCE").
 //
 //   out[b] = W_c · E_c[b] + W_u · E_u[u(b)],   u = cand_to_user, b in [0, B)
@@ -30,7 +30,7 @@
 
 namespace tbe::cuda {
 
-/// The published optimization stages of IKBO LCE (ikbo.md "Stages"), each selectable so that
+/// The published optimization stages of IKBO LCE (docs/ikbo.md "LCE stages"), each selectable so that
 /// tbe-bench ikbo-lce can show its effect. Semantics (the policy's rounding points) never depend
 /// on the stage. optimized/README.md ("IKBO LCE") has the measurements; the default, PaddedK, was
 /// the fastest on H200 at the published shape and across both sweeps.

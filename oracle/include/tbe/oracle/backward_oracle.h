@@ -1,5 +1,5 @@
-// The enclosure oracle for the TBE backward + exact optimizer (../shared/spec/tbe.md "Backward",
-// precision-and-oracle.md; derivation in docs/oracle.md "Backward"). For every touched row it
+// The enclosure oracle for the TBE backward + exact optimizer (docs/backward.md "The computation",
+// docs/oracle.md §B.0; derivation in docs/oracle.md "Backward"). For every touched row it
 // encloses G_r, the new momentum and the stored weights that any conforming implementation may
 // produce under the problem's policy (any summation order, chunking or second-level reduction),
 // and checks that untouched rows and momenta are bitwise unchanged.
@@ -59,7 +59,7 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
 /// compute_backward_enclosures + judge_backward.
 BackwardCheckReport check_backward(const BackwardProblem& p, const BackwardResultView& result);
 
-/// Aggregate stochastic-rounding test (precision-and-oracle.md "Stochastic rounding"): over every
+/// Aggregate stochastic-rounding test (docs/oracle.md "B.7 Stochastic rounding"): over every
 /// stored element whose reference value x is not representable, the signed rounding error
 /// e = (stored - x) / (RU(x) - RD(x)) has mean 0 and variance f(1 - f) under unbiased SR
 /// (f = (x - RD(x)) / (RU(x) - RD(x))); z = Σ e / sqrt(Σ f(1 - f)). Passes iff |z| <= z_limit.

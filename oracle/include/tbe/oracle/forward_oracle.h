@@ -1,4 +1,4 @@
-// The enclosure oracle for the TBE forward (../shared/spec/precision-and-oracle.md,
+// The enclosure oracle for the TBE forward (docs/semantics.md "Precision policies",
 // docs/oracle.md). For every output element it computes an interval [lo, hi] that contains every
 // result a conforming implementation may return under the problem's precision policy, whatever
 // its summation order, blocking or atomics order, and judges an output against it.

@@ -1,4 +1,4 @@
-// The enclosure oracle for the IKBO operators (../shared/spec/ikbo.md, precision-and-oracle.md;
+// The enclosure oracle for the IKBO operators (docs/ikbo.md "LCE", "Attention", "Precision policy";
 // derivation in docs/oracle.md "IKBO"). Per output element an interval [lo, hi] of storage-type
 // values that contains every result a conforming kernel may store under the problem's IkboPolicy:
 //  - LCE: both GEMM reductions in the accumulation type in any order or blocking (accumulators

@@ -1,5 +1,5 @@
 // CPU emulations of conforming (and deliberately non-conforming) TBE forward implementations
-// under a precision policy (../shared/spec/precision-and-oracle.md, docs/oracle.md "Emulations").
+// under a precision policy (docs/semantics.md "Precision policies", docs/oracle.md "Emulations").
 //
 // Each emulation computes every pooled output element the way a kernel could: products and
 // MEAN's 1/L rounded in the accumulation type, the bag summed in a chosen order (index order,
