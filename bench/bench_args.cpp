@@ -8,18 +8,13 @@ namespace {
 
 /// --iters N of every subcommand.
 void add_iters(CLI::App& sub, int& iters) {
-  sub.add_option("--iters", iters, "timed iterations after 3 warm-up calls (default 20)")
-      ->type_name("N")
-      ->check(cli::unsigned_decimal())
-      ->check(CLI::Range(1, kMaxBenchIters));
+  cli::add_decimal(sub, "--iters", "N", iters, 1, kMaxBenchIters,
+                   "timed iterations after 3 warm-up calls (default 20)");
 }
 
 /// --batch B of `forward` and `backward`.
 void add_batch(CLI::App& sub, std::int64_t& batch, const char* description) {
-  sub.add_option("--batch", batch, description)
-      ->type_name("B")
-      ->check(cli::unsigned_decimal())
-      ->check(CLI::Range(std::int64_t{1}, kMaxBenchBatch));
+  cli::add_decimal(sub, "--batch", "B", batch, std::int64_t{1}, kMaxBenchBatch, description);
 }
 
 void add_forward(CLI::App& app, ForwardArgs& a) {

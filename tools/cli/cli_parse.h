@@ -1,14 +1,18 @@
 // The tools' command lines on CLI11: one set of conventions (a repeated option keeps its last
 // value, flags take no value, integers are decimal), the parse that turns CLI11's errors into the
-// tools' exit statuses (cli_exit.h), and a check that reuses a project parser's message.
+// tools' exit statuses (cli_exit.h), a check that reuses a project parser's message, and decimal
+// integer options (CLI11's own conversion reads 010 as octal, 0x10 as hex, -1 as 2^64 - 1).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <exception>
+#include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
-#include <utility>
+#include <type_traits>
 
 #include "cli/cli_exit.h"
 
@@ -45,18 +49,6 @@ inline std::optional<Exit> parse(CLI::App& app, int argc, const char* const* arg
     return usage_error(app, e.what());
   }
   return std::nullopt;
-}
-
-/// Check: an unsigned decimal integer (digits only). Put it before a range check on integer
-/// options: CLI11 converts integers with base 0 (010 octal, 0x10 hex) and wraps "-1" to 2^64 - 1.
-inline CLI::Validator unsigned_decimal() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-          return "'" + text + "' is not an unsigned decimal integer";
-        return {};
-      },
-      "", "unsigned decimal");
 }
 
 /// Check: a non-empty value; `what` names it in the message ("the file name is empty").
@@ -97,6 +89,34 @@ CLI::Option* add_parsed(CLI::App& app, const std::string& flag, T& target, Parse
       .add_option_function<std::string>(
           flag, [&target, parse](const std::string& text) { target = parse(text); }, description)
       ->check(parsed_by(flag, parse));
+}
+
+/// A whole decimal integer in [lo, hi]: digits only (no sign, no base prefix, no spaces).
+/// Throws std::invalid_argument "'<text>' is not a decimal integer in [lo, hi]" otherwise.
+template <class T>
+T parse_decimal(const std::string& text, T lo, T hi) {
+  static_assert(std::is_integral_v<T>);
+  T v{};
+  const char* end = text.data() + text.size();
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v, 10);
+  if (!digits || ec != std::errc() || ptr != end || v < lo || v > hi)
+    throw std::invalid_argument("'" + text + "' is not a decimal integer in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+/// Adds the option `flag NAME` to `app`: a decimal integer in [lo, hi] (parse_decimal) stored in
+/// `target`; the help shows "NAME:[lo, hi]" (just NAME when the range is the whole type's).
+template <class T, class Target>
+CLI::Option* add_decimal(CLI::App& app, const std::string& flag, const std::string& name,
+                         Target& target, T lo, T hi, const std::string& description) {
+  const bool whole = lo == std::numeric_limits<T>::min() && hi == std::numeric_limits<T>::max();
+  return add_parsed(app, flag, target,
+                    [lo, hi](const std::string& text) { return parse_decimal(text, lo, hi); },
+                    description)
+      ->type_name(whole ? name
+                        : name + ":[" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 }  // namespace tbe::cli

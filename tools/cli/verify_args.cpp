@@ -2,10 +2,10 @@
 #include "cli/verify_args.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "cli/cli_parse.h"
-#include "tbe/errors.h"
 
 namespace tbe::verify {
 namespace {
@@ -31,16 +31,12 @@ constexpr const char* kFooter =
 
 /// The run's options on `app` (the root), stored in `a`.
 void add_run_options(CLI::App& app, VerifyArgs& a) {
-  app.add_option_function<std::int64_t>(
-         "--batch", [&a](std::int64_t b) { a.batch = b; },
-         "batch size B (default 8192)")
-      ->type_name("B")
-      ->check(cli::unsigned_decimal())
-      ->check(CLI::Range(std::int64_t{1}, kMaxVerifyBatch));
+  cli::add_decimal(app, "--batch", "B", a.batch, std::int64_t{1}, kMaxVerifyBatch,
+                   "batch size B (default 8192)");
   app.add_flag("--full", a.full, "seed-large at its full B = 131072 (--batch overrides)");
-  app.add_option("--seed", a.seed, "workload seed, an unsigned 64-bit integer (default 1)")
-      ->type_name("S")
-      ->check(cli::unsigned_decimal());
+  cli::add_decimal(app, "--seed", "S", a.seed, std::uint64_t{0},
+                   std::numeric_limits<std::uint64_t>::max(),
+                   "workload seed, an unsigned 64-bit integer (default 1)");
   cli::add_parsed(app, "--design", a.design, parse_design,
                   "pairwise (default: every pair of axis values at least once) or full")
       ->type_name("D");
@@ -71,15 +67,16 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
                  "./tbe-verify-failures)")
       ->type_name("DIR")
       ->check(cli::non_empty("the folder name"));
-  app.add_option_function<std::uint64_t>(
-         "--save-failures-max",
-         [&a](std::uint64_t n) {
-           a.save_failures_max = static_cast<std::int64_t>(std::min<std::uint64_t>(n, 1u << 30));
+  cli::add_parsed(
+         app, "--save-failures-max", a.save_failures_max,
+         [](const std::string& text) {  // any unsigned count; above 2^30 it is clamped
+           const std::uint64_t n = cli::parse_decimal(text, std::uint64_t{0},
+                                                      std::numeric_limits<std::uint64_t>::max());
+           return static_cast<std::int64_t>(std::min<std::uint64_t>(n, 1u << 30));
          },
          "write at most N failing cases (default 4; 0 writes none):\n"
          "seed-large tables are large (up to 1.6 GB per case for fp32)")
-      ->type_name("N")
-      ->check(cli::unsigned_decimal());
+      ->type_name("N");
   cli::add_parsed(app, "--rows", a.rows, parse_sections,
                   "sections to run, comma-separated (default all):\n"
                   "forward   the TBE forward matrix above\n"
@@ -96,11 +93,8 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
                   "          --backend\n"
                   "all       the three")
       ->type_name("LIST");
-  app.add_option("--backward-row", a.backward_row,
-                 "run only backward row N (the replay command of a failing row)")
-      ->type_name("N")
-      ->check(cli::unsigned_decimal())
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{40}));
+  cli::add_decimal(app, "--backward-row", "N", a.backward_row, std::int64_t{1}, std::int64_t{40},
+                   "run only backward row N (the replay command of a failing row)");
   cli::add_parsed(
          app, "--ikbo-rounding", a.ikbo_rounding,
          [](const std::string& s) { return tbe::ikbo::parse_lce_rounding(s, "--ikbo-rounding"); },
