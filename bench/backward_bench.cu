@@ -4,7 +4,7 @@
 // backward totals (hoisted: the TransposeOp runs on a second stream concurrently with forward).
 //
 //   tbe-bench backward [--batch B] [--iters N] [--bounds warning|none] [--json FILE]
-//                      [--dump-npy DIR]
+//                      [--dump-npy DIR]   (bench_args.cpp)
 //
 // Timing: CUDA events after 3 warm-up calls, L2 flushed (256 MiB write) before every iteration,
 // median / min / max over --iters. Split (phase events inside BackwardOp::run, medians over the
@@ -32,6 +32,7 @@
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_args.h"
 #include "bench_common.h"
 #include "tbe/cuda/backward.h"
 #include "tbe/cuda/device_buffer.h"
@@ -62,16 +63,6 @@ __global__ void to_half(const float* in, __half* out, std::int64_t n) {
     out[i] = __float2half_rn(in[i]);
 }
 
-constexpr const char* kUsage =
-    "usage: tbe-bench backward [--batch B] [--iters N] [--bounds warning|none] [--json FILE]\n"
-    "                          [--dump-npy DIR]\n"
-    "  Times the CUDA backward + exact optimizer on seed-large (FP32: SGD, rowwise Adagrad) and\n"
-    "  seed-large-fp16 (rowwise Adagrad), transpose inside backward or hoisted, plus forward +\n"
-    "  backward totals; CUDA events after warm-up, L2 flushed, median/min/max; split across\n"
-    "  preprocessing / routing / short runs / long chunks / long apply; bytes counted against the\n"
-    "  device copy bandwidth measured in the same run. --batch 8192 for quick runs. --dump-npy\n"
-    "  writes indices/offsets/weights for bench/peer_backward.py. Exits 77 without a device.\n";
-
 struct Variant {
   std::string name;
   DType weights;
@@ -81,41 +72,7 @@ struct Variant {
 
 }  // namespace
 
-int backward_main(int argc, char** argv) {
-  std::int64_t batch = 0;
-  int iters = 20;
-  std::string json_path, npy_dir;
-  BoundsCheckMode bounds = BoundsCheckMode::Warning;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fputs(kUsage, stderr);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--batch") batch = parse_int_arg("--batch", next(), 1, 1 << 22);
-    else if (a == "--iters") iters = static_cast<int>(parse_int_arg("--iters", next(), 1, 100000));
-    else if (a == "--json") json_path = next();
-    else if (a == "--dump-npy") npy_dir = next();
-    else if (a == "--bounds") {
-      const std::string v = next();
-      try {
-        bounds = parse_bounds_check(v, "--bounds");
-      } catch (const std::exception& e) {
-        throw UsageError(e.what());
-      }
-      if (bounds != BoundsCheckMode::Warning && bounds != BoundsCheckMode::None)
-        throw UsageError("--bounds: '" + v + "' is not allowed here (allowed: warning, none)");
-    }
-    else if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      throw UsageError("unknown argument '" + a + "' (see tbe-bench backward --help)");
-    }
-  }
+int backward_main(const BackwardArgs& args) {
   int devices = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "tbe-bench: no CUDA device visible; nothing to time\n");
@@ -125,8 +82,8 @@ int backward_main(int argc, char** argv) {
   check(cudaGetDeviceProperties(&prop, 0), "device properties");
 
   const auto t0 = std::chrono::steady_clock::now();
-  WorkloadSpec spec = named_workload("seed-large", batch);
-  spec.options.bounds_check = bounds;
+  WorkloadSpec spec = named_workload("seed-large", args.batch);
+  spec.options.bounds_check = args.bounds;
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -137,21 +94,21 @@ int backward_main(int argc, char** argv) {
   std::printf("workload seed-large: T=%lld B=%lld D=%d N=%lld unique rows=%lld max SL=%lld "
               "bounds=%s (generated in %.1f s)\n",
               (long long)T, (long long)c.batch_size, D, (long long)N, (long long)ws.unique_rows,
-              (long long)ws.max_segment_length, to_string(bounds).c_str(), gen_s);
-  if (!npy_dir.empty()) {
+              (long long)ws.max_segment_length, to_string(args.bounds).c_str(), gen_s);
+  if (!args.npy_dir.empty()) {
     std::vector<std::int64_t> feature_row_offset(T);
     std::vector<std::int64_t> row0(c.rows.size());
     for (std::size_t t = 1; t < c.rows.size(); ++t) row0[t] = row0[t - 1] + c.rows[t - 1];
     for (std::int64_t f = 0; f < T; ++f) feature_row_offset[f] = row0[c.feature_table_map[f]];
-    io::write_npy(npy_dir + "/indices.npy", io::make_npy(DType::I64, {N}, c.indices.data()));
-    io::write_npy(npy_dir + "/offsets.npy",
+    io::write_npy(args.npy_dir + "/indices.npy", io::make_npy(DType::I64, {N}, c.indices.data()));
+    io::write_npy(args.npy_dir + "/offsets.npy",
                   io::make_npy(DType::I64, {(std::int64_t)c.offsets.size()}, c.offsets.data()));
-    io::write_npy(npy_dir + "/feature_row_offset.npy",
+    io::write_npy(args.npy_dir + "/feature_row_offset.npy",
                   io::make_npy(DType::I64, {T}, feature_row_offset.data()));
-    std::ofstream(npy_dir + "/meta.json") << nlohmann::json{{"workload", "seed-large"}, {"T", T},
+    std::ofstream(args.npy_dir + "/meta.json") << nlohmann::json{{"workload", "seed-large"}, {"T", T},
         {"B", c.batch_size}, {"D", D}, {"N", N}, {"total_rows", K}}.dump(2);
     std::printf("wrote .npy files to %s (weights and grad_output are drawn by the peer)\n",
-                npy_dir.c_str());
+                args.npy_dir.c_str());
   }
 
   cudaStream_t stream, stream2;
@@ -225,9 +182,9 @@ int backward_main(int argc, char** argv) {
     cudaEvent_t ev[cuda::BackwardOp::kPhaseEvents];
     for (auto& e : ev) check(cudaEventCreate(&e), "event");
     std::vector<std::vector<float>> phase_ms(6);
-    const Timing tb = time_it([&] { backward_only(); }, iters, stream, flush.get(), flush_bytes);
+    const Timing tb = time_it([&] { backward_only(); }, args.iters, stream, flush.get(), flush_bytes);
     op.set_phase_events(ev);  // a second series of calls, split by phase events
-    for (int i = 0; i < iters; ++i) {
+    for (int i = 0; i < args.iters; ++i) {
       check(cudaMemsetAsync(flush.get(), i & 0xff, flush_bytes, stream), "flush");
       backward_only();
       check(cudaStreamSynchronize(stream), "phase run");
@@ -243,9 +200,9 @@ int backward_main(int argc, char** argv) {
     for (int k = 0; k < 6; ++k) phase_med[k] = summarize(phase_ms[k]).median_ms;
     // hoisted: the transpose alone (it runs with forward)
     Timing tt{};
-    if (v.hoisted) tt = time_it([&] { tr.run(tws.get(), stream); }, iters, stream, flush.get(), flush_bytes);
+    if (v.hoisted) tt = time_it([&] { tr.run(tws.get(), stream); }, args.iters, stream, flush.get(), flush_bytes);
     // forward alone and forward + backward
-    const Timing tf = time_it([&] { fwd.run(d_fwd_out.get(), fws.get(), stream); }, iters, stream,
+    const Timing tf = time_it([&] { fwd.run(d_fwd_out.get(), fws.get(), stream); }, args.iters, stream,
                               flush.get(), flush_bytes);
     const Timing ttot = time_it([&] {
       if (v.hoisted) {  // transpose on stream2 concurrently with forward on stream
@@ -260,7 +217,7 @@ int backward_main(int argc, char** argv) {
         fwd.run(d_fwd_out.get(), fws.get(), stream);
         op.run(out, bws.get(), stream);
       }
-    }, iters, stream, flush.get(), flush_bytes);
+    }, args.iters, stream, flush.get(), flush_bytes);
     fwd.finish();
     op.finish();
     for (auto& e : ev) cudaEventDestroy(e);
@@ -298,7 +255,7 @@ int backward_main(int argc, char** argv) {
     for (int q = 0; q < 6; ++q) phases[phase_names[q]] = phase_med[q];
     results.push_back({{"variant", v.name}, {"policy", to_string(fp.options.policy)},
                        {"optimizer", to_string(v.optimizer)}, {"hoisted", v.hoisted},
-                       {"bounds_check", to_string(bounds)},
+                       {"bounds_check", to_string(args.bounds)},
                        {"backward_median_ms", tb.median_ms}, {"backward_min_ms", tb.min_ms},
                        {"backward_max_ms", tb.max_ms}, {"phases_median_ms", phases},
                        {"transpose_alone_ms", tt.median_ms},
@@ -308,7 +265,7 @@ int backward_main(int argc, char** argv) {
                        {"forward_backward_max_ms", ttot.max_ms},
                        {"bytes", {{"grad_gathered", grad_bytes}, {"rows", row_bytes},
                                   {"sort", v.hoisted ? 0.0 : sort_bytes}, {"total", total_bytes}}},
-                       {"pct_of_copy_bw", pct}, {"iters", iters},
+                       {"pct_of_copy_bw", pct}, {"iters", args.iters},
                        {"runs", st.runs}, {"lookups", st.lookups},
                        {"counters", {{"short_runs", k.short_runs}, {"short_lookups", k.short_lookups},
                                      {"fused_runs", k.fused_runs}, {"fused_lookups", k.fused_lookups},
@@ -316,12 +273,12 @@ int backward_main(int argc, char** argv) {
                                      {"chunked_lookups", k.chunked_lookups}, {"chunks", k.chunks}}},
                        {"paths", st.paths}});
   }
-  if (!json_path.empty()) {
+  if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"workload", "seed-large"}, {"T", T},
                         {"B", c.batch_size}, {"D", D}, {"N", N}, {"unique_rows", ws.unique_rows},
                         {"max_segment_length", ws.max_segment_length}, {"copy_GBps", copy_gbps},
                         {"results", results}};
-    std::ofstream(json_path) << j.dump(2) << "\n";
+    std::ofstream(args.json_path) << j.dump(2) << "\n";
   }
   return 0;
 }

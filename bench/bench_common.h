@@ -2,9 +2,6 @@
 // L2 flushed before every iteration, median / min / max.
 #pragma once
 
-#include <stdexcept>
-#include <string>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -13,32 +10,6 @@
 #include <cuda_runtime.h>
 
 namespace tbe::bench {
-
-/// A bad command line: main() prints "tbe-bench: <what>" and exits 2 (before any device work).
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// Parses a whole decimal integer in [lo, hi] for `flag`; throws UsageError naming the flag, the
-/// text and the range.
-inline std::int64_t parse_int_arg(const std::string& flag, const std::string& text, std::int64_t lo,
-                                  std::int64_t hi) {
-  std::size_t used = 0;
-  long long v = 0;
-  bool ok = !text.empty();
-  if (ok) {
-    try {
-      v = std::stoll(text, &used, 10);
-    } catch (const std::exception&) {
-      ok = false;
-    }
-  }
-  if (!ok || used != text.size() || v < lo || v > hi)
-    throw UsageError(flag + ": '" + text + "' is not an integer in [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "]");
-  return v;
-}
 
 inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -99,8 +70,5 @@ inline double copy_bandwidth_gbps(cudaStream_t stream) {
   cudaFree(dst);
   return 2.0 * bytes / (t.median_ms * 1e-3) / 1e9;
 }
-
-/// `tbe-bench backward ...` (bench/backward_bench.cu).
-int backward_main(int argc, char** argv);
 
 }  // namespace tbe::bench

@@ -2,7 +2,8 @@
 // broadcast baseline, on the ikbo-lce shape (docs/workloads.md) and its two sweeps.
 //
 //   tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]
-//                      [--rounding R] [--sweep-rounding R]   (R: round-once|published|user-rounded)
+//                      [--rounding R] [--sweep-rounding R]   (R: round-once|published|user-rounded;
+//                      bench_args.cpp)
 //
 // Shapes: M=433, N=256, K_u=1178, K_c=866; published B=1024, U=15 (≈70 candidates per user, sorted
 // map) in FP16 and BF16 under the three rounding policies (round-once, published, user-rounded;
@@ -53,6 +54,7 @@
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_args.h"
 #include "bench_common.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/ikbo_lce.h"
@@ -503,56 +505,12 @@ void probe_cublaslt(const Shape& s, DType t) {
   cublasLtDestroy(h);
 }
 
-constexpr const char* kUsage =
-    "usage: tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]\n"
-    "                          [--rounding R] [--sweep-rounding R]\n"
-    "                          (R: round-once | published | user-rounded)\n"
-    "  Times the IKBO LCE stages (decomposed, padded-k, fused epilogue, l2-chunked, lt-epilogue;\n"
-    "  tbe::cuda::LceOp) and the broadcast + one GEMM baseline on the ikbo-lce shape (FP16, BF16;\n"
-    "  the three rounding policies, or only --rounding R) and its sweeps over B and candidates\n"
-    "  per user (FP16, --sweep-rounding, default round-once).\n"
-    "  CUDA events, median / min / max over N iterations after warm-up, L2 flushed between\n"
-    "  iterations; TFLOP/s on the\n"
-    "  decomposed work 2*M*N*(B*K_c + U*K_u) and as % of a cuBLAS 8192^3 GEMM measured in the\n"
-    "  same run. --quick: published shape FP16 only, round-once and user-rounded (or --rounding).\n"
-    "  Exits 77 when no CUDA device is visible.\n";
-
 }  // namespace
 
-int ikbo_lce_main(int argc, char** argv) {
+int tbe::bench::ikbo_lce_main(const IkboLceArgs& args) {
+  using ::check;  // the cudaError_t and the cuBLAS overloads (tbe::bench::check hides the latter)
   Ctx c;
-  std::string json_path;
-  bool sweeps = true, quick = false, sweeps_only = false;
-  ikbo::LceRounding sweep_rounding = ikbo::LceRounding::RoundOnce;
-  std::vector<ikbo::LceRounding> roundings;  // empty: the default set
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fputs(kUsage, stderr);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--iters") c.iters = static_cast<int>(tbe::bench::parse_int_arg("--iters", next(), 1, 100000));
-    else if (a == "--json") json_path = next();
-    else if (a == "--no-sweeps") sweeps = false;
-    else if (a == "--quick") quick = true, sweeps = false;
-    else if (a == "--sweeps-only") sweeps_only = true;
-    else if (a == "--sweep-rounding" || a == "--rounding") {
-      ikbo::LceRounding r{};
-      try {
-        r = ikbo::parse_lce_rounding(next(), a.c_str());
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "tbe-bench: %s\n%s", e.what(), kUsage);
-        return 2;
-      }
-      if (a == "--rounding") roundings.push_back(r);
-      else sweep_rounding = r;
-    }
-    else if (a == "--help" || a == "-h") return std::fputs(kUsage, stdout), 0;
-    else throw tbe::bench::UsageError("unknown argument '" + a + "' (see tbe-bench ikbo-lce --help)");
-  }
+  c.iters = args.iters;
   int devices = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "tbe-bench: no CUDA device visible; nothing to time\n");
@@ -575,30 +533,30 @@ int ikbo_lce_main(int argc, char** argv) {
   probe_cublaslt(published, DType::BF16);
   const DType dtypes[] = {DType::F16, DType::BF16};
   for (DType t : dtypes) {
-    if (sweeps_only) break;
-    if (quick && t != DType::F16) continue;
-    std::vector<ikbo::LceRounding> rs = roundings;
+    if (args.sweeps_only) break;
+    if (args.quick && t != DType::F16) continue;
+    std::vector<ikbo::LceRounding> rs = args.roundings;
     if (rs.empty())
-      rs = quick ? std::vector<ikbo::LceRounding>{ikbo::LceRounding::RoundOnce,
+      rs = args.quick ? std::vector<ikbo::LceRounding>{ikbo::LceRounding::RoundOnce,
                                                   ikbo::LceRounding::UserRounded}
                  : std::vector<ikbo::LceRounding>{ikbo::LceRounding::RoundOnce,
                                                   ikbo::LceRounding::Published,
                                                   ikbo::LceRounding::UserRounded};
     for (ikbo::LceRounding r : rs) run_shape(c, published, t, r, true);
   }
-  if (sweeps) {
+  if (args.sweeps) {
     for (std::int64_t B : {512, 1024, 1536, 2048, 2560, 3072})
-      run_shape(c, Shape{"B=" + std::to_string(B), B, (B + 69) / 70}, DType::F16, sweep_rounding,
-                false);
+      run_shape(c, Shape{"B=" + std::to_string(B), B, (B + 69) / 70}, DType::F16,
+                args.sweep_rounding, false);
     for (std::int64_t cpu : {2, 5, 10, 50, 100, 1000})
       run_shape(c, Shape{"cpu=" + std::to_string(cpu), 1024, (1024 + cpu - 1) / cpu}, DType::F16,
-                sweep_rounding, false);
+                args.sweep_rounding, false);
   }
-  if (!json_path.empty()) {
+  if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"benchmark", "ikbo-lce"}, {"iters", c.iters},
                         {"cublas_gemm_8192_tflops", {{"fp16", c.gemm_tflops[0]}, {"bf16", c.gemm_tflops[1]}}},
                         {"results", c.results}};
-    std::ofstream(json_path) << j.dump(2) << "\n";
+    std::ofstream(args.json_path) << j.dump(2) << "\n";
   }
   cublasDestroy(c.handle);
   return 0;

@@ -2,7 +2,9 @@
 //
 //   tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]
 //                     [--json FILE] [--dump-npy DIR]
-//   tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick]   (bench/ikbo_lce_bench.cu)
+//   tbe-bench backward ...   (bench/backward_bench.cu)
+//   tbe-bench ikbo-lce ...   (bench/ikbo_lce_bench.cu)
+// main() parses the command line (bench_args.cpp, `tbe-bench --help`) before any device work.
 //
 // Traffic model (bytes counted per forward):
 //   compulsory = unique (table, row) pairs · D · sizeof(W) + indices + offsets + output
@@ -29,6 +31,7 @@
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_args.h"
 #include "bench_common.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/forward.h"
@@ -52,73 +55,30 @@ std::vector<float> weights_as_f32(const ForwardCase& c) {
   return w;
 }
 
-constexpr const char* kUsage =
-    "usage: tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]\n"
-    "                         [--json FILE] [--dump-npy DIR]\n"
-    "       tbe-bench backward [--batch B] [--iters N] [--bounds warning|none] [--json FILE]\n"
-    "                          [--dump-npy DIR]   (backward + exact optimizer; backward --help)\n"
-    "       tbe-bench ikbo-lce [--iters N] [--json FILE] [--no-sweeps] [--quick] [--sweeps-only]\n"
-    "                          [--rounding R] [--sweep-rounding R]   (IKBO LCE; ikbo-lce --help)\n"
-    "  Times the CUDA forward on a named workload (CUDA events, median/min/max over N iterations\n"
-    "  after warm-up, L2 flushed between iterations) in every variant (no check, fused and\n"
-    "  separate bounds check, FP32/FP16 weights, tuning variants), counts bytes (unique rows,\n"
-    "  all gathered rows, indices, offsets, output) and reports % of the device copy bandwidth\n"
-    "  measured in the same run. --dump-npy writes the inputs for bench/peer_embedding_bag.py.\n"
-    "  Needs a CUDA device; exits 77 when none is visible.\n";
-
-int usage(int status) {
-  std::fputs(kUsage, status == 0 ? stdout : stderr);
-  return status;
-}
-
 }  // namespace
 
-int ikbo_lce_main(int argc, char** argv);  // bench/ikbo_lce_bench.cu
-
-int forward_main(int argc, char** argv);
-
 int main(int argc, char** argv) {
+  const tbe::cli::Parsed<tbe::bench::BenchCommand> parsed = tbe::bench::parse_bench_args(argc, argv);
+  if (const tbe::cli::Exit* exit = std::get_if<tbe::cli::Exit>(&parsed))
+    return tbe::cli::finish(*exit);  // before any device work: usage errors need no GPU
+  const tbe::bench::BenchCommand& cmd = std::get<tbe::bench::BenchCommand>(parsed);
   try {
-    return forward_main(argc, argv);
-  } catch (const tbe::bench::UsageError& e) {
-    std::fprintf(stderr, "tbe-bench: %s\n(see tbe-bench --help)\n", e.what());
-    return 2;
+    switch (cmd.kind) {
+      case tbe::bench::BenchCommand::Kind::Backward:
+        return tbe::bench::backward_main(cmd.backward);
+      case tbe::bench::BenchCommand::Kind::IkboLce:
+        return tbe::bench::ikbo_lce_main(cmd.ikbo_lce);
+      case tbe::bench::BenchCommand::Kind::Forward:
+        break;
+    }
+    return tbe::bench::forward_main(cmd.forward);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tbe-bench: error: %s\n", e.what());
     return 3;
   }
 }
 
-int forward_main(int argc, char** argv) {
-  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h"))
-    return usage(0);
-  if (argc >= 2 && std::string(argv[1]) == "backward") return tbe::bench::backward_main(argc, argv);
-  if (argc >= 2 && std::string(argv[1]) == "ikbo-lce") return ikbo_lce_main(argc, argv);
-  if (argc < 2) return usage(2);
-  if (std::string(argv[1]) != "forward")
-    throw tbe::bench::UsageError("unknown subcommand '" + std::string(argv[1]) +
-                                 "' (allowed: forward, backward, ikbo-lce)");
-  std::string workload = "seed-large", json_path, npy_dir;
-  std::int64_t batch = 0;
-  int iters = 20;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) std::exit(usage(2));
-      return argv[++i];
-    };
-    if (a == "--workload") workload = next();
-    else if (a == "--batch") batch = tbe::bench::parse_int_arg("--batch", next(), 1, 1 << 22);
-    else if (a == "--iters") iters = static_cast<int>(tbe::bench::parse_int_arg("--iters", next(), 1, 100000));
-    else if (a == "--json") json_path = next();
-    else if (a == "--dump-npy") npy_dir = next();
-    else if (a == "--help" || a == "-h") return usage(0);
-    else throw tbe::bench::UsageError("unknown argument '" + a + "'");
-  }
-  if (workload != "seed-large" && workload != "seed-large-fp16")
-    throw tbe::bench::UsageError("--workload: '" + workload +
-                                 "' is not a workload (allowed: seed-large, seed-large-fp16)");
-
+int tbe::bench::forward_main(const ForwardArgs& args) {
   int devices = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "tbe-bench: no CUDA device visible (%s); nothing to time\n",
@@ -130,7 +90,7 @@ int forward_main(int argc, char** argv) {
 
   // --- workload (CPU, seeded) ---
   const auto t0 = std::chrono::steady_clock::now();
-  WorkloadSpec spec = named_workload(workload, batch);
+  WorkloadSpec spec = named_workload(args.workload, args.batch);
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -141,7 +101,7 @@ int forward_main(int argc, char** argv) {
               spec.name.c_str(), (long long)T, (long long)c.batch_size, D, (long long)N,
               (long long)ws.bags, (long long)ws.unique_rows, (long long)ws.max_segment_length, gen_s);
 
-  if (!npy_dir.empty()) {
+  if (!args.npy_dir.empty()) {
     std::vector<float> w32 = weights_as_f32(c);
     std::int64_t total_rows = 0;
     std::vector<std::int64_t> row_offsets;
@@ -153,15 +113,15 @@ int forward_main(int argc, char** argv) {
     for (std::int64_t f = 0; f < T; ++f) feature_row_offset[f] = row_offsets[c.feature_table_map[f]];
     using tbe::io::make_npy;
     using tbe::io::write_npy;
-    write_npy(npy_dir + "/indices.npy", make_npy(DType::I64, {N}, c.indices.data()));
-    write_npy(npy_dir + "/offsets.npy",
+    write_npy(args.npy_dir + "/indices.npy", make_npy(DType::I64, {N}, c.indices.data()));
+    write_npy(args.npy_dir + "/offsets.npy",
               make_npy(DType::I64, {(std::int64_t)c.offsets.size()}, c.offsets.data()));
-    write_npy(npy_dir + "/weights.npy", make_npy(DType::F32, {total_rows, D}, w32.data()));
-    write_npy(npy_dir + "/feature_row_offset.npy",
+    write_npy(args.npy_dir + "/weights.npy", make_npy(DType::F32, {total_rows, D}, w32.data()));
+    write_npy(args.npy_dir + "/feature_row_offset.npy",
               make_npy(DType::I64, {T}, feature_row_offset.data()));
-    std::ofstream(npy_dir + "/meta.json") << nlohmann::json{{"workload", spec.name}, {"T", T},
+    std::ofstream(args.npy_dir + "/meta.json") << nlohmann::json{{"workload", spec.name}, {"T", T},
         {"B", c.batch_size}, {"D", D}, {"N", N}, {"weights_dtype", to_string(c.weights_dtype)}}.dump(2);
-    std::printf("wrote .npy files to %s\n", npy_dir.c_str());
+    std::printf("wrote .npy files to %s\n", args.npy_dir.c_str());
   }
 
   // --- device buffers: FP32 and FP16 copies of the tables, one index stream ---
@@ -255,7 +215,7 @@ int forward_main(int argc, char** argv) {
     cuda::ForwardOp op(p, s, tuning);
     const std::int64_t numel = op.layout().numel;
     DeviceBuffer out(numel * 4), wsb(op.workspace_bytes());
-    const Timing t = time_it([&] { op.run(out.get(), wsb.get(), stream); }, iters, stream,
+    const Timing t = time_it([&] { op.run(out.get(), wsb.get(), stream); }, args.iters, stream,
                              flush.get(), flush_bytes);
     const ForwardStats st = op.finish();
     const double wsz = static_cast<double>(dtype_size(v.weights));
@@ -277,19 +237,19 @@ int forward_main(int argc, char** argv) {
     results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
                        {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
                        {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
-                       {"iters", iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
+                       {"iters", args.iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});
   }
   std::printf("\nfused vs separate bounds check (WARNING): fp32 %.2fx, fp16 %.2fx (target >= 1.2x)\n",
               separate_ms[0] / fused_ms[0], separate_ms[1] / fused_ms[1]);
-  if (!json_path.empty()) {
+  if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"workload", spec.name}, {"T", T},
                         {"B", c.batch_size}, {"D", D}, {"N", N}, {"unique_rows", ws.unique_rows},
                         {"copy_GBps", copy_gbps}, {"results", results},
                         {"fused_speedup_fp32", separate_ms[0] / fused_ms[0]},
                         {"fused_speedup_fp16", separate_ms[1] / fused_ms[1]}};
-    std::ofstream(json_path) << j.dump(2) << "\n";
+    std::ofstream(args.json_path) << j.dump(2) << "\n";
   }
   return 0;
 }

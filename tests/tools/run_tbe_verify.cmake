@@ -1,7 +1,8 @@
 # ctest driver: runs `tbe-verify --batch 64 --json FILE`, requires exit status 0 and a JSON document
 # that parses, with one entry per case and a summary that agrees with the exit status, and the IKBO
 # rows (an "ikbo" section with no failure and the "ikbo rows:" count line) and the backward rows
-# (a "backward" section whose 40 rows passed, and the "backward:" count line).
+# (a "backward" section whose 40 rows passed, and the "backward:" count line), and the wall times:
+# each section that ran reports seconds > 0, the total is at least their sum.
 # Usage: cmake -DTBE_VERIFY=<binary> -DJSON_FILE=<path> -P run_tbe_verify.cmake
 file(REMOVE "${JSON_FILE}")
 execute_process(COMMAND "${TBE_VERIFY}" --batch 64 --json "${JSON_FILE}"
@@ -50,5 +51,40 @@ if(NOT out MATCHES "ikbo rows: [0-9]+ passed, 0 failed, [0-9]+ skipped")
 endif()
 if(NOT out MATCHES "[0-9]+ passed, 0 failed, [0-9]+ skipped")
   message(FATAL_ERROR "no final 'N passed, 0 failed, N skipped' line")
+endif()
+# Section wall times (steady_clock): every section ran, so each took time; the sections lie inside
+# the total. CMake compares decimals but adds integers only: the sum in whole microseconds, each
+# value truncated (the slack of 3 us covers the three truncations).
+function(to_microseconds seconds out)
+  if(seconds MATCHES "^([0-9]+)\\.([0-9]*)$")
+    set(fraction "${CMAKE_MATCH_2}000000")
+    string(SUBSTRING "${fraction}" 0 6 fraction)
+    math(EXPR us "${CMAKE_MATCH_1} * 1000000 + 1${fraction} - 1000000")  # "1" + digits: no octal
+  elseif(seconds MATCHES "^[0-9]+$")
+    math(EXPR us "${seconds} * 1000000")
+  else()  # below 1e-4 s nlohmann writes an exponent
+    set(us 0)
+  endif()
+  set(${out} ${us} PARENT_SCOPE)
+endfunction()
+set(sum_us 0)
+foreach(section forward backward ikbo)
+  string(JSON s GET "${doc}" totals ${section} seconds)
+  if(NOT s GREATER 0)
+    message(FATAL_ERROR "totals.${section}.seconds = ${s}: the section ran, its time must be > 0")
+  endif()
+  to_microseconds(${s} us)
+  math(EXPR sum_us "${sum_us} + ${us}")
+endforeach()
+string(JSON total GET "${doc}" totals all seconds)
+string(JSON total_seconds GET "${doc}" seconds total)
+to_microseconds(${total} total_us)
+math(EXPR total_us "${total_us} + 3")
+if(total_us LESS sum_us OR NOT total EQUAL total_seconds)
+  message(FATAL_ERROR "totals.all.seconds = ${total} (seconds.total ${total_seconds}) is not the "
+                      "sum of the sections (${sum_us} us) or more")
+endif()
+if(NOT out MATCHES "time: forward [0-9.]+ s, backward [0-9.]+ s, ikbo [0-9.]+ s; total [0-9.]+ s")
+  message(FATAL_ERROR "no 'time: forward .. s, backward .. s, ikbo .. s; total .. s' line")
 endif()
 message(STATUS "tbe-verify --batch 64: exit 0, ${ncases} cases in valid JSON")

@@ -31,8 +31,9 @@ struct RunInfo {
   std::string backend;           ///< name() of the backend under test, if any
   bool device_is_cpu = false;    ///< --backend cpu (tests the tool, not a GPU)
   int threads = 1;               ///< OpenMP threads
-  double seconds_total = 0.0;
-  double seconds_generation = 0.0;
+  double seconds_total = 0.0;       ///< the whole run (every section), wall time
+  double seconds_forward = 0.0;     ///< the forward matrix (its cases, generation included)
+  double seconds_generation = 0.0;  ///< generating the base workloads (part of the forward)
 };
 
 struct Totals {

@@ -1,0 +1,130 @@
+// tbe-bench's command line on CLI11 (see bench_args.h).
+#include "bench_args.h"
+
+#include "cli/cli_parse.h"
+
+namespace tbe::bench {
+namespace {
+
+/// --iters N of every subcommand.
+void add_iters(CLI::App& sub, int& iters) {
+  cli::add_decimal(sub, "--iters", "N", iters, 1, kMaxBenchIters,
+                   "timed iterations after 3 warm-up calls (default 20)");
+}
+
+/// --batch B of `forward` and `backward`.
+void add_batch(CLI::App& sub, std::int64_t& batch, const char* description) {
+  cli::add_decimal(sub, "--batch", "B", batch, std::int64_t{1}, kMaxBenchBatch, description);
+}
+
+void add_forward(CLI::App& app, ForwardArgs& a) {
+  CLI::App* sub = app.add_subcommand("forward", "the CUDA TBE forward on a named workload");
+  sub->footer(
+      "Times the CUDA forward on a named workload (CUDA events, median/min/max over N\n"
+      "iterations after warm-up, L2 flushed between iterations) in every variant (no check,\n"
+      "fused and separate bounds check, FP32/FP16 weights, tuning variants), counts bytes\n"
+      "(unique rows, all gathered rows, indices, offsets, output) and reports % of the device\n"
+      "copy bandwidth measured in the same run. Exits 77 when no CUDA device is visible.");
+  sub->add_option("--workload", a.workload, "the named workload (default seed-large)")
+      ->type_name("W")
+      ->check(CLI::IsMember({"seed-large", "seed-large-fp16"}));
+  add_batch(*sub, a.batch, "batch size B (default: the workload's)");
+  add_iters(*sub, a.iters);
+  sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
+  sub->add_option("--dump-npy", a.npy_dir,
+                  "write the inputs as .npy files for bench/peer_embedding_bag.py")
+      ->type_name("DIR");
+}
+
+void add_backward(CLI::App& app, BackwardArgs& a) {
+  CLI::App* sub =
+      app.add_subcommand("backward", "the CUDA TBE backward + exact optimizer on seed-large");
+  sub->footer(
+      "Times the CUDA backward + exact optimizer on seed-large (FP32: SGD, rowwise Adagrad) and\n"
+      "seed-large-fp16 (rowwise Adagrad), transpose inside backward or hoisted, plus forward +\n"
+      "backward totals; CUDA events after warm-up, L2 flushed, median/min/max; split across\n"
+      "preprocessing / routing / short runs / long chunks / long apply; bytes counted against\n"
+      "the device copy bandwidth measured in the same run. Exits 77 when no CUDA device is\n"
+      "visible.");
+  add_batch(*sub, a.batch, "batch size B (default: seed-large's; 8192 for quick runs)");
+  add_iters(*sub, a.iters);
+  cli::add_parsed(
+      *sub, "--bounds", a.bounds,
+      [](const std::string& s) {
+        const BoundsCheckMode m = parse_bounds_check(s, "--bounds");
+        if (m != BoundsCheckMode::Warning && m != BoundsCheckMode::None)
+          throw std::invalid_argument("'" + s + "' is not allowed here (allowed: warning, none)");
+        return m;
+      },
+      "bounds-check mode of the workload: warning (default) or none")
+      ->type_name("MODE");
+  sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
+  sub->add_option("--dump-npy", a.npy_dir,
+                  "write indices/offsets/weights for bench/peer_backward.py")
+      ->type_name("DIR");
+}
+
+void add_ikbo_lce(CLI::App& app, IkboLceArgs& a) {
+  CLI::App* sub = app.add_subcommand(
+      "ikbo-lce", "the IKBO linear compression stages against the broadcast baseline");
+  sub->footer(
+      "Times the IKBO LCE stages (decomposed, padded-k, fused epilogue, l2-chunked,\n"
+      "lt-epilogue; tbe::cuda::LceOp) and the broadcast + one GEMM baseline on the ikbo-lce\n"
+      "shape (FP16, BF16; the three rounding policies, or only --rounding R) and its sweeps\n"
+      "over B and candidates per user (FP16, --sweep-rounding). CUDA events, median / min /\n"
+      "max over N iterations after warm-up, L2 flushed between iterations; TFLOP/s on the\n"
+      "decomposed work 2*M*N*(B*K_c + U*K_u) and as % of a cuBLAS 8192^3 GEMM measured in\n"
+      "the same run. Exits 77 when no CUDA device is visible.");
+  add_iters(*sub, a.iters);
+  sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
+  sub->add_flag_callback("--no-sweeps", [&a] { a.sweeps = false; }, "skip the two sweeps");
+  sub->add_flag_callback(
+      "--quick", [&a] { a.quick = true, a.sweeps = false; },
+      "published shape FP16 only, round-once and user-rounded (or\n"
+      "--rounding); no sweeps");
+  sub->add_flag("--sweeps-only", a.sweeps_only, "only the sweeps");
+  const auto rounding = [](const std::string& s) {
+    return ikbo::parse_lce_rounding(s, "--rounding");
+  };
+  sub->add_option_function<std::vector<std::string>>(
+         "--rounding",
+         [&a, rounding](const std::vector<std::string>& names) {
+           for (const std::string& n : names) a.roundings.push_back(rounding(n));
+         },
+         "time the published shape under rounding R only: round-once, published\n"
+         "or user-rounded (repeatable; default: the three)")
+      ->type_name("R")
+      ->take_all()
+      ->allow_extra_args(false)  // one R per --rounding
+      ->check(cli::parsed_by("--rounding", rounding));
+  cli::add_parsed(
+      *sub, "--sweep-rounding", a.sweep_rounding,
+      [](const std::string& s) { return ikbo::parse_lce_rounding(s, "--sweep-rounding"); },
+      "rounding policy of the sweeps (default round-once)")
+      ->type_name("R");
+}
+
+}  // namespace
+
+cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv) {
+  BenchCommand cmd;
+  CLI::App app("Benchmarks of the CUDA TBE and IKBO kernels (bench/).", "tbe-bench");
+  cli::set_conventions(app);
+  add_forward(app, cmd.forward);
+  add_backward(app, cmd.backward);
+  add_ikbo_lce(app, cmd.ikbo_lce);
+  app.require_subcommand(0, 1);  // none is reported below (CLI11 would not name a bad one)
+  app.footer(  // after the subcommands, which would inherit it
+      "`tbe-bench SUBCOMMAND --help` describes each one. Exit status: 0 after the run, 2 for a\n"
+      "bad command line (checked before any device work), 77 when no CUDA device is visible.");
+  if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
+  if (app.get_subcommands().empty())
+    return cli::usage_error(app, "a subcommand is required (forward, backward, ikbo-lce)");
+  const std::string name = app.get_subcommands().front()->get_name();
+  cmd.kind = name == "forward"    ? BenchCommand::Kind::Forward
+             : name == "backward" ? BenchCommand::Kind::Backward
+                                  : BenchCommand::Kind::IkboLce;
+  return cmd;
+}
+
+}  // namespace tbe::bench

@@ -1,0 +1,70 @@
+// tbe-bench's command line (CLI11, bench_args.cpp): the subcommands `forward`, `backward` and
+// `ikbo-lce` with their options. Plain C++ (no CUDA, no CLI11 in this header): the .cu benchmarks
+// take these structs, tests/tools/test_bench_args.cpp checks the parser on the CPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/cli_exit.h"
+#include "tbe/ikbo.h"
+#include "tbe/types.h"
+
+namespace tbe::bench {
+
+/// Largest --batch of `forward` and `backward`; largest --iters of every subcommand.
+inline constexpr std::int64_t kMaxBenchBatch = std::int64_t{1} << 22;
+inline constexpr int kMaxBenchIters = 100000;
+
+/// `tbe-bench forward` (bench/tbe_bench.cu).
+struct ForwardArgs {
+  std::string workload = "seed-large";  ///< --workload: seed-large or seed-large-fp16
+  std::int64_t batch = 0;               ///< --batch B (0: the workload's own B)
+  int iters = 20;                       ///< --iters N
+  std::string json_path;                ///< --json FILE, "" for none
+  std::string npy_dir;                  ///< --dump-npy DIR, "" for none
+};
+
+/// `tbe-bench backward` (bench/backward_bench.cu).
+struct BackwardArgs {
+  std::int64_t batch = 0;  ///< --batch B (0: seed-large's own B)
+  int iters = 20;          ///< --iters N
+  BoundsCheckMode bounds = BoundsCheckMode::Warning;  ///< --bounds: warning or none
+  std::string json_path;   ///< --json FILE, "" for none
+  std::string npy_dir;     ///< --dump-npy DIR, "" for none
+};
+
+/// `tbe-bench ikbo-lce` (bench/ikbo_lce_bench.cu).
+struct IkboLceArgs {
+  int iters = 20;          ///< --iters N
+  std::string json_path;   ///< --json FILE, "" for none
+  bool sweeps = true;      ///< false with --no-sweeps or --quick
+  bool quick = false;      ///< --quick: published shape FP16 only, two roundings
+  bool sweeps_only = false;  ///< --sweeps-only
+  ikbo::LceRounding sweep_rounding = ikbo::LceRounding::RoundOnce;  ///< --sweep-rounding R
+  std::vector<ikbo::LceRounding> roundings;  ///< --rounding R (repeatable); empty: the default set
+};
+
+/// The subcommand named on the command line and its arguments (the other two keep defaults).
+struct BenchCommand {
+  enum class Kind { Forward, Backward, IkboLce };
+  Kind kind = Kind::Forward;
+  ForwardArgs forward;
+  BackwardArgs backward;
+  IkboLceArgs ikbo_lce;
+};
+
+/// Parses tbe-bench's command line (argv[0] is the program). Returns the command, or how to end:
+/// --help (status 0, the help of the command named) or a usage error (status 2, a message naming
+/// the flag): no or an unknown subcommand, an unknown flag, a missing value, a number out of range
+/// or not decimal, a bad name (--workload, --bounds, --rounding, --sweep-rounding). Touches no
+/// device: main() calls it before looking for one.
+cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv);
+
+/// The subcommands; each returns the exit status (77 without a CUDA device).
+int forward_main(const ForwardArgs& args);    // bench/tbe_bench.cu
+int backward_main(const BackwardArgs& args);  // bench/backward_bench.cu
+int ikbo_lce_main(const IkboLceArgs& args);   // bench/ikbo_lce_bench.cu
+
+}  // namespace tbe::bench

@@ -1,0 +1,40 @@
+# ctest driver: tbe-bench's command line without a device. Each bad command line must exit 2 with
+# the flag (or the bad word) named on stderr, before any CUDA call; --help must exit 0.
+# Usage: cmake -DTBE_BENCH=<binary> -P run_bench_usage.cmake
+set(failures "")
+# expect(<exit status> <text on stdout (status 0) or stderr> <argument>...)
+function(expect status text)
+  execute_process(COMMAND "${TBE_BENCH}" ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(status EQUAL 0)
+    set(where "${out}")
+  else()
+    set(where "${err}")
+  endif()
+  string(FIND "${where}" "${text}" at)
+  if(NOT rc EQUAL status OR at EQUAL -1)
+    string(APPEND failures "tbe-bench ${ARGN}: exit ${rc} (expected ${status}), '${text}' "
+                           "expected in:\n${out}${err}\n")
+    set(failures "${failures}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+expect(0 "forward" --help)
+expect(0 "--workload" forward --help)
+expect(0 "--bounds" backward -h)
+expect(0 "--sweep-rounding" ikbo-lce --help)
+expect(2 "a subcommand is required")
+expect(2 "sideways" sideways)
+expect(2 "--bogus" forward --bogus)
+expect(2 "--batch" forward --batch)
+expect(2 "--batch" backward --batch 0)
+expect(2 "--iters" ikbo-lce --iters 100001)
+expect(2 "--iters" forward --iters 1e3)
+expect(2 "--workload" forward --workload seed-small)
+expect(2 "--bounds" backward --bounds fatal)
+expect(2 "--rounding" ikbo-lce --rounding nearest)
+
+if(failures)
+  message(FATAL_ERROR "${failures}")
+endif()
+message(STATUS "tbe-bench: usage errors exit 2 naming the flag, --help exits 0")

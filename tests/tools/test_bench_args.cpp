@@ -1,0 +1,131 @@
+// tbe-bench's command line (bench/bench_args.h), on the CPU: defaults, every option's value per
+// subcommand, --help, and usage errors (exit status 2, the message naming the flag). The binary's
+// own exit statuses are checked by tests/tools/run_bench_usage.cmake (CUDA builds).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "bench_args.h"
+
+using namespace tbe;
+using namespace tbe::bench;
+
+namespace {
+
+cli::Parsed<BenchCommand> parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "tbe-bench");
+  return parse_bench_args(static_cast<int>(args.size()), args.data());
+}
+
+BenchCommand command(const std::vector<const char*>& args) {
+  const cli::Parsed<BenchCommand> p = parse(args);
+  if (const cli::Exit* e = std::get_if<cli::Exit>(&p)) FAIL("unexpected exit " << e->status << ": " << e->text);
+  return std::get<BenchCommand>(p);
+}
+
+cli::Exit exit_of(const std::vector<const char*>& args) {
+  const cli::Parsed<BenchCommand> p = parse(args);
+  REQUIRE(std::holds_alternative<cli::Exit>(p));
+  return std::get<cli::Exit>(p);
+}
+
+void check_usage_error(const std::vector<const char*>& args, const std::string& what) {
+  const cli::Exit e = exit_of(args);
+  CHECK(e.status == cli::kUsageError);
+  CHECK(e.text.rfind("tbe-bench: ", 0) == 0);
+  CHECK_THAT(e.text, Catch::Contains(what));
+}
+
+}  // namespace
+
+TEST_CASE("bench args: forward, defaults and every option", "[cli]") {
+  const BenchCommand d = command({"forward"});
+  CHECK(d.kind == BenchCommand::Kind::Forward);
+  CHECK(d.forward.workload == "seed-large");
+  CHECK(d.forward.batch == 0);
+  CHECK(d.forward.iters == 20);
+  CHECK(d.forward.json_path.empty());
+  CHECK(d.forward.npy_dir.empty());
+  const ForwardArgs a = command({"forward", "--workload", "seed-large-fp16", "--batch", "8192",
+                                 "--iters=10", "--json", "b.json", "--dump-npy", "/tmp/npy"})
+                            .forward;
+  CHECK(a.workload == "seed-large-fp16");
+  CHECK(a.batch == 8192);
+  CHECK(a.iters == 10);
+  CHECK(a.json_path == "b.json");
+  CHECK(a.npy_dir == "/tmp/npy");
+  CHECK(command({"forward", "--batch", "4194304", "--iters", "100000"}).forward.batch ==
+        kMaxBenchBatch);
+}
+
+TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
+  const BenchCommand d = command({"backward"});
+  CHECK(d.kind == BenchCommand::Kind::Backward);
+  CHECK(d.backward.bounds == BoundsCheckMode::Warning);
+  CHECK(d.backward.iters == 20);
+  const BackwardArgs a = command({"backward", "--batch", "8192", "--iters", "10", "--bounds",
+                                  "none", "--json", "b.json", "--dump-npy", "d"})
+                             .backward;
+  CHECK(a.batch == 8192);
+  CHECK(a.iters == 10);
+  CHECK(a.bounds == BoundsCheckMode::None);
+  CHECK(a.json_path == "b.json");
+  CHECK(a.npy_dir == "d");
+}
+
+TEST_CASE("bench args: ikbo-lce, defaults and every option", "[cli]") {
+  const BenchCommand d = command({"ikbo-lce"});
+  CHECK(d.kind == BenchCommand::Kind::IkboLce);
+  CHECK((d.ikbo_lce.sweeps && !d.ikbo_lce.quick && !d.ikbo_lce.sweeps_only));
+  CHECK(d.ikbo_lce.roundings.empty());
+  CHECK(d.ikbo_lce.sweep_rounding == ikbo::LceRounding::RoundOnce);
+  const IkboLceArgs q = command({"ikbo-lce", "--quick"}).ikbo_lce;
+  CHECK((q.quick && !q.sweeps));
+  CHECK_FALSE(command({"ikbo-lce", "--no-sweeps"}).ikbo_lce.sweeps);
+  const IkboLceArgs a =
+      command({"ikbo-lce", "--iters", "3", "--json", "i.json", "--sweeps-only", "--rounding",
+               "published", "--rounding=user-rounded", "--sweep-rounding", "published"})
+          .ikbo_lce;
+  CHECK(a.iters == 3);
+  CHECK(a.json_path == "i.json");
+  CHECK(a.sweeps_only);
+  CHECK(a.roundings == std::vector<ikbo::LceRounding>{ikbo::LceRounding::Published,
+                                                      ikbo::LceRounding::UserRounded});
+  CHECK(a.sweep_rounding == ikbo::LceRounding::Published);
+}
+
+TEST_CASE("bench args: --help of the tool and of each subcommand exits 0", "[cli]") {
+  const cli::Exit root = exit_of({"--help"});
+  CHECK(root.status == 0);
+  for (const char* text : {"forward", "backward", "ikbo-lce", "Exit status"})
+    CHECK_THAT(root.text, Catch::Contains(text));
+  const cli::Exit fwd = exit_of({"forward", "-h"});
+  CHECK(fwd.status == 0);
+  for (const char* text : {"tbe-bench forward", "--workload", "--batch", "--iters", "--json",
+                           "--dump-npy", "copy bandwidth"})
+    CHECK_THAT(fwd.text, Catch::Contains(text));
+  CHECK_THAT(exit_of({"backward", "--help"}).text, Catch::Contains("--bounds"));
+  CHECK_THAT(exit_of({"ikbo-lce", "--help"}).text, Catch::Contains("--sweep-rounding"));
+}
+
+TEST_CASE("bench args: bad command lines are usage errors naming the flag", "[cli]") {
+  check_usage_error({}, "a subcommand is required");
+  check_usage_error({"sideways"}, "sideways");
+  check_usage_error({"--iters", "3"}, "--iters");  // options belong to a subcommand
+  check_usage_error({"forward", "--bogus"}, "--bogus");
+  check_usage_error({"forward", "--batch"}, "--batch");  // missing value
+  check_usage_error({"forward", "--batch", "0"}, "--batch");  // out of range
+  check_usage_error({"backward", "--batch", "4194305"}, "--batch");
+  check_usage_error({"ikbo-lce", "--iters", "100001"}, "--iters");
+  check_usage_error({"forward", "--iters", "1e3"}, "--iters");  // not a decimal integer
+  check_usage_error({"forward", "--iters", "-5"}, "--iters");
+  check_usage_error({"forward", "--workload", "seed-small"}, "--workload");
+  check_usage_error({"backward", "--bounds", "fatal"}, "--bounds: 'fatal' is not allowed here");
+  check_usage_error({"backward", "--bounds", "lenient"}, "--bounds");
+  check_usage_error({"ikbo-lce", "--rounding", "nearest"}, "--rounding: 'nearest' is not a rounding");
+  check_usage_error({"ikbo-lce", "--rounding", "published", "user-rounded"}, "user-rounded");
+  check_usage_error({"ikbo-lce", "--sweep-rounding", "x"}, "--sweep-rounding");
+  check_usage_error({"ikbo-lce", "--quick=1"}, "quick");  // a flag takes no value
+}
