@@ -34,7 +34,7 @@ struct PooledGather {
   static constexpr int kBlockThreads = 256;
   /// Largest thread group per bag (G = min(next_pow2(ceil(D / VEC)), kMaxGroupSize)): a warp, so
   /// index broadcasts are shuffles; D > kMaxGroupSize·VEC loops over column chunks (path
-  /// "forward.pooled.column_chunks", forced by D = 2048 in the tests' edge sizes).
+  /// "forward.pooled.column_chunks", forced by the tests' case C06, D in {1280, 1536, 2048}).
   static constexpr int kMaxGroupSize = kWarpThreads;
   /// Bytes per vector load/store of a weight row (one 128-bit LDG): VEC = 4 FP32 or 8 FP16/BF16
   /// elements when D, the table offset and the weights pointer allow it (path
