@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "dispatch/tuning.h"
 #include "kernels/launch.h"
 #include "tbe/types.h"
 
@@ -106,8 +107,8 @@ struct RunArgs {
   bool stochastic = false;              ///< SR write-back (16-bit weights)
   unsigned long long sr_seed = 0, sr_offset = 0;
   // --- routing ---
-  std::int32_t long_threshold = 256;
-  std::int32_t chunk_size = 256;
+  std::int32_t long_threshold = tuning::RunKernels::kDefaultLongRunThreshold;
+  std::int32_t chunk_size = tuning::RunKernels::kDefaultChunkSize;
   bool fused = true;
   bool deterministic = true;
   LongRun* long_runs = nullptr;         ///< [max_long]
@@ -124,7 +125,7 @@ struct RunArgs {
   BackwardDeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;
   // --- launch geometry ---
-  std::int32_t group_size = 32;         ///< threads per run: 1..32 (warp groups) or 64..512 (block)
+  std::int32_t group_size = tuning::kWarpThreads;  ///< threads per run: 1..32 (warp groups) or 64..512 (block)
   std::int32_t grid = 0;                ///< persistent grid (blocks)
 };
 
@@ -146,7 +147,7 @@ struct PswGradArgs {
   bool check_indices = false;
   float max_gradient = 0;
   float* out = nullptr;                 ///< [N]
-  std::int32_t group_size = 32;
+  std::int32_t group_size = tuning::kWarpThreads;
   const unsigned long long* abort_key = nullptr;
 };
 
@@ -179,9 +180,8 @@ void launch_chunk_sort(std::int64_t n, int end_bit, std::uint32_t* keys_in,
                        std::uint32_t* keys_out, std::uint32_t* ids_in, std::uint32_t* ids_out,
                        void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
-// --- run kernels (kernels/backward_short.cu, kernels/backward_long.cu) ---
-/// True if a run-kernel instance exists for t (else BackwardOp throws InvalidArgument).
-bool backward_types_supported(const RunTypes& t);
+// --- run kernels (kernels/backward_short.cu, kernels/backward_long.cu; dispatch:
+// src/backward_dispatch.cpp over dispatch/dispatch.h kCompiledBackward) ---
 void launch_short_runs(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
 void launch_long_chunks(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
 void launch_long_apply(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
@@ -192,7 +192,7 @@ void launch_long_chunks_t(const RunArgs& a, cudaStream_t stream);
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_long_apply_t(const RunArgs& a, cudaStream_t stream);
 
-// --- per-sample-weight gradient (kernels/backward_psw_grad.cu) ---
+// --- per-sample-weight gradient (kernels/backward_psw_grad.cu; kCompiledBackward as well) ---
 void launch_psw_grad(DType weights, DType accumulation, DType grad, DType index,
                      const PswGradArgs& a, cudaStream_t stream);
 

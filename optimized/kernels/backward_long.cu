@@ -9,7 +9,7 @@
 // A run's result depends only on its chunks' partials and their order, never on which slot or
 // group handled it: deterministic mode is bitwise reproducible.
 #include "kernels/backward_optimizer.cuh"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
@@ -36,7 +36,9 @@ __device__ __forceinline__ void reduce_partials(const RunArgs& a, const RunGroup
 }
 
 template <class W, class Acc, class Out, bool kBlock>
-__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock, kBlock ? 1 : 3)
+__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock,
+                                  kBlock ? tuning::RunKernels::kBlockGroupMinBlocksPerSm
+                                         : tuning::RunKernels::kLongMinBlocksPerSm)
 long_chunks_group_per_chunk(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
@@ -84,7 +86,9 @@ long_chunks_group_per_chunk(const RunArgs a) {
 }
 
 template <class W, class Acc, class Out, bool kBlock>
-__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock, kBlock ? 1 : 3)
+__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock,
+                                  kBlock ? tuning::RunKernels::kBlockGroupMinBlocksPerSm
+                                         : tuning::RunKernels::kLongMinBlocksPerSm)
 long_apply_group_per_run(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);

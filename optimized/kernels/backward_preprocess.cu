@@ -16,15 +16,17 @@
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/backward_launch.h"
 #include "kernels/common.cuh"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
 
-constexpr int kBlock = 256;
-constexpr int kLinGroup = 8;  // threads per bag in linearize
+constexpr int kBlock = tuning::Preprocess::kBlockThreads;
+constexpr int kLinGroup = tuning::Preprocess::kLinearizeGroup;  // threads per bag in linearize
 
 template <class Idx, class Key>
 __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const LinearizeArgs a) {
@@ -216,13 +218,11 @@ std::size_t transpose_temp_bytes(bool key32, std::int64_t n) {
 }
 
 void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStream_t stream) {
-  if (index == DType::I32) {
-    if (key32) linearize_t<std::int32_t, std::uint32_t>(a, stream);
-    else linearize_t<std::int32_t, std::uint64_t>(a, stream);
-  } else {
-    if (key32) linearize_t<std::int64_t, std::uint32_t>(a, stream);
-    else linearize_t<std::int64_t, std::uint64_t>(a, stream);
-  }
+  dispatch::dispatch_index(index, "lookups.index_dtype", [&](auto idx) {
+    using Idx = dispatch::storage_t<decltype(idx)::value>;
+    if (key32) linearize_t<Idx, std::uint32_t>(a, stream);
+    else linearize_t<Idx, std::uint64_t>(a, stream);
+  });
 }
 
 void launch_sort_rle(bool key32, int end_bit, std::int64_t n, std::int64_t max_runs,

@@ -4,8 +4,9 @@
 // steps of 4·G), products and the group reduction in Acc, one FP32 store per position; positions
 // outside every bag (pos_bag = -1) get 0. grad_output is clamped first when max_gradient > 0, as
 // for the row gradients. WARNING/IGNORE: a bad index reads row 0 (the repair rule).
+#include "dispatch/dispatch.h"
 #include "kernels/backward_runs.cuh"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
@@ -76,35 +77,20 @@ void psw_t(const PswGradArgs& a, bool idx64, cudaStream_t stream) {
   psw_grad_group_per_position<W, Acc, Out><<<static_cast<unsigned>(blocks), kRunBlock, 0, stream>>>(a, idx64);
 }
 
-template <class W, class Acc>
-void psw_out(DType grad, const PswGradArgs& a, bool idx64, cudaStream_t stream) {
-  switch (grad) {
-    case DType::F32: return psw_t<W, Acc, float>(a, idx64, stream);
-    case DType::F16: return psw_t<W, Acc, __half>(a, idx64, stream);
-    default: return psw_t<W, Acc, __nv_bfloat16>(a, idx64, stream);
-  }
-}
-
 }  // namespace
 
 void launch_psw_grad(DType weights, DType accumulation, DType grad, DType index,
                      const PswGradArgs& a, cudaStream_t stream) {
   if (a.N == 0) return;
-  const bool idx64 = index == DType::I64;
-  const bool f64 = accumulation == DType::F64;
-  switch (weights) {
-    case DType::F32:
-      if (f64) psw_out<float, double>(grad, a, idx64, stream);
-      else psw_out<float, float>(grad, a, idx64, stream);
-      break;
-    case DType::F16:
-      if (f64) psw_out<__half, double>(grad, a, idx64, stream);
-      else psw_out<__half, float>(grad, a, idx64, stream);
-      break;
-    default:
-      if (f64) psw_out<__nv_bfloat16, double>(grad, a, idx64, stream);
-      else psw_out<__nv_bfloat16, float>(grad, a, idx64, stream);
-  }
+  // The index width is a runtime flag of the kernel (one load per position, no template).
+  const bool idx64 = dispatch::dispatch_index(index, "lookups.index_dtype", [](auto idx) {
+    return decltype(idx)::value == DType::I64;
+  });
+  dispatch::dispatch_combo<dispatch::kCompiledBackward>(
+      {weights, accumulation, grad}, "options.policy", [&](auto w, auto acc, auto out) {
+        psw_t<dispatch::storage_t<decltype(w)::value>, dispatch::storage_t<decltype(acc)::value>,
+              dispatch::storage_t<decltype(out)::value>>(a, idx64, stream);
+      });
   check_launch("psw_grad_group_per_position");
 }
 

@@ -11,16 +11,21 @@
 // Accumulator Acc = policy.accumulation (F64 for F32 weights under seed-default, else F32).
 #pragma once
 
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/backward_launch.h"
 #include "kernels/common.cuh"
 
 namespace tbe::cuda::detail {
 
-inline constexpr int kRunBlock = 256;       ///< threads per block with warp groups
-inline constexpr int kMaxBlockGroup = 512;  ///< D <= 2048 -> at most 512 lanes of 4 columns
-/// grad_output rows loaded back to back per lane. Measured on H200, seed-large: 4 rows at 3 blocks
-/// per SM beats 8 rows at 2 blocks per SM (8 spills at 3) by 15% on short runs, 3% on long chunks.
-inline constexpr int kRunRowsInFlight = 4;
+/// Threads per block with warp groups (dispatch/tuning.h RunKernels, as the two below).
+inline constexpr int kRunBlock = tuning::RunKernels::kBlockThreads;
+/// Threads of the largest block group.
+inline constexpr int kMaxBlockGroup = tuning::RunKernels::kMaxBlockGroup;
+/// grad_output rows loaded back to back per lane.
+inline constexpr int kRunRowsInFlight = tuning::RunKernels::kRowsInFlight;
+static_assert(tuning::RunKernels::kColumnsPerLane == 4,
+              "the run kernels move 4-column vectors (load4 / store4, Acc[4] accumulators)");
 
 template <bool kBlock> struct RunGroup;
 
@@ -257,8 +262,8 @@ int resident_grid(Kernel kernel, int block) {
   return sms * (per_sm > 0 ? per_sm : 1);
 }
 
-/// (W, Acc) pairs with compiled run kernels: F32/F64 (seed-default), F32/F32 (fbgemm-cuda),
-/// F16/F32, BF16/F32; each with grad_output F32/F16/BF16 and warp or block groups.
+/// The run-kernel instances of one launcher: every row of dispatch/dispatch.h kCompiledBackward
+/// (static_assert), each with warp and block groups.
 #define TBE_BWD_INSTANTIATE(LAUNCH)                                            \
   TBE_BWD_INSTANTIATE_OUT(LAUNCH, DType::F32, DType::F64)                      \
   TBE_BWD_INSTANTIATE_OUT(LAUNCH, DType::F32, DType::F32)                      \
@@ -269,6 +274,8 @@ int resident_grid(Kernel kernel, int block) {
   TBE_BWD_INSTANCE(LAUNCH, W, ACC, DType::F16)                                 \
   TBE_BWD_INSTANCE(LAUNCH, W, ACC, DType::BF16)
 #define TBE_BWD_INSTANCE(LAUNCH, W, ACC, OUT)                                  \
+  static_assert(dispatch::contains(dispatch::kCompiledBackward,                \
+                                   dispatch::TypeCombo{W, ACC, OUT}));         \
   template void LAUNCH<W, ACC, OUT, false>(const RunArgs&, cudaStream_t);      \
   template void LAUNCH<W, ACC, OUT, true>(const RunArgs&, cudaStream_t);
 

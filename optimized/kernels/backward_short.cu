@@ -4,16 +4,17 @@
 // is sized by the device, not by R, so nothing is read back); long runs and the sentinel run
 // (positions outside every bag) are skipped.
 #include "kernels/backward_optimizer.cuh"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
 
-// Warp groups: 4 blocks of 256 per SM (<= 64 registers, a few bytes spilled). Measured on H200,
-// seed-large: 2% (FP32) to 12% (FP16) faster short runs than 3 blocks without spills; the long-run
-// kernels measured slower at 4 blocks and keep 3.
+// Warp groups: tuning::RunKernels::kShortMinBlocksPerSm (4) blocks of 256 per SM (<= 64
+// registers, a few bytes spilled; the table has the measurements).
 template <class W, class Acc, class Out, bool kBlock>
-__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock, kBlock ? 1 : 4)
+__global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock,
+                                  kBlock ? tuning::RunKernels::kBlockGroupMinBlocksPerSm
+                                         : tuning::RunKernels::kShortMinBlocksPerSm)
 short_runs_group_per_run(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);

@@ -8,13 +8,16 @@
 // (k == 0 && o'[0] != o[0]) || o'[k+1] != o[k+1] (k + 1 < T·B); the last offset counts once.
 #include <cub/device/device_scan.cuh>
 
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/common.cuh"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
 
-constexpr int kBlock = 256;
+constexpr int kBlock = tuning::BoundsCheck::kBlockThreads;
+constexpr const char* kIndexArgument = "lookups.index_dtype";
 
 struct MaxOp {
   template <class T>
@@ -147,33 +150,29 @@ void offsets_repair_t(const void* offsets, std::int64_t num_offsets, std::int64_
 }  // namespace
 
 std::size_t offsets_scan_temp_bytes(DType index, std::int64_t n) {
-  return index == DType::I32 ? scan_temp_bytes_t<std::int32_t>(n)
-                             : scan_temp_bytes_t<std::int64_t>(n);
+  return dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
+    return scan_temp_bytes_t<dispatch::storage_t<decltype(idx)::value>>(n);
+  });
 }
 
 void launch_offsets_repair(DType index, const void* offsets, std::int64_t num_offsets,
                            std::int64_t num_indices, void* repaired, void* scan_temp,
                            std::size_t scan_temp_bytes, DeviceCounters* counters,
                            cudaStream_t stream) {
-  if (index == DType::I32)
-    offsets_repair_t<std::int32_t>(offsets, num_offsets, num_indices, repaired, scan_temp,
-                                   scan_temp_bytes, counters, stream);
-  else
-    offsets_repair_t<std::int64_t>(offsets, num_offsets, num_indices, repaired, scan_temp,
-                                   scan_temp_bytes, counters, stream);
+  dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
+    offsets_repair_t<dispatch::storage_t<decltype(idx)::value>>(
+        offsets, num_offsets, num_indices, repaired, scan_temp, scan_temp_bytes, counters, stream);
+  });
 }
 
 void launch_count_bad_bags(DType index, const void* offsets, const void* repaired,
                            std::int64_t num_bags, DeviceCounters* counters, cudaStream_t stream) {
   if (num_bags <= 0) return;
-  if (index == DType::I32)
+  dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
+    using Idx = dispatch::storage_t<decltype(idx)::value>;
     count_bad_bags<<<blocks_for(num_bags, kBlock), kBlock, 0, stream>>>(
-        static_cast<const std::int32_t*>(offsets), static_cast<const std::int32_t*>(repaired),
-        num_bags, counters);
-  else
-    count_bad_bags<<<blocks_for(num_bags, kBlock), kBlock, 0, stream>>>(
-        static_cast<const std::int64_t*>(offsets), static_cast<const std::int64_t*>(repaired),
-        num_bags, counters);
+        static_cast<const Idx*>(offsets), static_cast<const Idx*>(repaired), num_bags, counters);
+  });
   check_launch("count_bad_bags");
 }
 
@@ -183,19 +182,14 @@ void launch_repair_indices(DType index, const void* indices, const void* offsets
                            std::int32_t num_features, std::int64_t num_bags, bool count_bags,
                            DeviceCounters* counters, cudaStream_t stream) {
   if (num_bags <= 0) return;
-  const unsigned blocks = blocks_for(num_bags, kBlock / 32);
-  if (index == DType::I32)
+  const unsigned blocks = blocks_for(num_bags, kBlock / tuning::kWarpThreads);
+  dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
+    using Idx = dispatch::storage_t<decltype(idx)::value>;
     repair_indices_warp_per_bag<<<blocks, kBlock, 0, stream>>>(
-        static_cast<const std::int32_t*>(indices), static_cast<const std::int32_t*>(offsets),
-        static_cast<const std::int32_t*>(repaired_offsets),
-        static_cast<std::int32_t*>(repaired_indices), features, feature_first_bag, num_features,
-        num_bags, count_bags, counters);
-  else
-    repair_indices_warp_per_bag<<<blocks, kBlock, 0, stream>>>(
-        static_cast<const std::int64_t*>(indices), static_cast<const std::int64_t*>(offsets),
-        static_cast<const std::int64_t*>(repaired_offsets),
-        static_cast<std::int64_t*>(repaired_indices), features, feature_first_bag, num_features,
-        num_bags, count_bags, counters);
+        static_cast<const Idx*>(indices), static_cast<const Idx*>(offsets),
+        static_cast<const Idx*>(repaired_offsets), static_cast<Idx*>(repaired_indices), features,
+        feature_first_bag, num_features, num_bags, count_bags, counters);
+  });
   check_launch("repair_indices_warp_per_bag");
 }
 
@@ -203,29 +197,25 @@ void launch_fatal_check(DType index, const void* indices, const void* offsets,
                         std::int64_t num_indices, const FeatureMeta* features,
                         const std::int64_t* feature_first_bag, std::int32_t num_features,
                         std::int64_t num_bags, DeviceCounters* counters, cudaStream_t stream) {
-  const unsigned blocks = blocks_for(num_bags + 1, kBlock / 32);
-  if (index == DType::I32)
+  const unsigned blocks = blocks_for(num_bags + 1, kBlock / tuning::kWarpThreads);
+  dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
+    using Idx = dispatch::storage_t<decltype(idx)::value>;
     fatal_check_warp_per_bag<<<blocks, kBlock, 0, stream>>>(
-        static_cast<const std::int32_t*>(indices), static_cast<const std::int32_t*>(offsets),
-        num_indices, features, feature_first_bag, num_features, num_bags, counters);
-  else
-    fatal_check_warp_per_bag<<<blocks, kBlock, 0, stream>>>(
-        static_cast<const std::int64_t*>(indices), static_cast<const std::int64_t*>(offsets),
-        num_indices, features, feature_first_bag, num_features, num_bags, counters);
+        static_cast<const Idx*>(indices), static_cast<const Idx*>(offsets), num_indices, features,
+        feature_first_bag, num_features, num_bags, counters);
+  });
   check_launch("fatal_check_warp_per_bag");
 }
 
 void launch_fatal_locate(DType index, const void* indices, const void* offsets,
                          std::int64_t num_bags, std::int64_t position, DeviceCounters* counters,
                          cudaStream_t stream) {
-  if (index == DType::I32)
-    fatal_locate<<<1, 1, 0, stream>>>(static_cast<const std::int32_t*>(indices),
-                                      static_cast<const std::int32_t*>(offsets), num_bags,
-                                      position, counters);
-  else
-    fatal_locate<<<1, 1, 0, stream>>>(static_cast<const std::int64_t*>(indices),
-                                      static_cast<const std::int64_t*>(offsets), num_bags,
-                                      position, counters);
+  dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
+    using Idx = dispatch::storage_t<decltype(idx)::value>;
+    fatal_locate<<<1, 1, 0, stream>>>(static_cast<const Idx*>(indices),
+                                      static_cast<const Idx*>(offsets), num_bags, position,
+                                      counters);
+  });
   check_launch("fatal_locate");
 }
 

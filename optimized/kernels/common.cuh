@@ -1,5 +1,6 @@
-// Device helpers shared by the kernel families: storage types per DType, conversions to the
-// accumulator and (rounded once, RNE) to the output type, 16-byte vector loads, searches.
+// Device helpers shared by the kernel families: conversions to the accumulator and (rounded
+// once, RNE) to the output type, 16-byte vector loads, searches. Storage types per DType come from
+// the dispatch layer (dispatch/dispatch.h, the one list).
 #pragma once
 
 #include <cstdint>
@@ -8,19 +9,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "dispatch/dispatch.h"
 #include "kernels/launch.h"
 #include "tbe/types.h"
 
 namespace tbe::cuda::detail {
 
-template <DType T> struct Storage;
-template <> struct Storage<DType::F32> { using type = float; };
-template <> struct Storage<DType::F64> { using type = double; };
-template <> struct Storage<DType::F16> { using type = __half; };
-template <> struct Storage<DType::BF16> { using type = __nv_bfloat16; };
-template <> struct Storage<DType::I32> { using type = std::int32_t; };
-template <> struct Storage<DType::I64> { using type = std::int64_t; };
-template <DType T> using storage_t = typename Storage<T>::type;
+using dispatch::storage_t;
 
 // --- storage -> float (exact for every storage type; FP32 stays FP32) ---
 __device__ __forceinline__ float to_float(float x) { return x; }

@@ -1,14 +1,17 @@
 // IKBO LCE memory-bound kernels: map check, weight row padding, the decomposed stages' gather-add.
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/common.cuh"
 #include "kernels/ikbo_lce_launch.h"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
 
-constexpr int kBlock = 256;
+using Policy = tuning::LceElementwise;
+constexpr int kBlock = Policy::kBlockThreads;
 
-unsigned grid_for(std::int64_t work, std::int64_t per_block, unsigned cap = 65535u * 16u) {
+unsigned grid_for(std::int64_t work, std::int64_t per_block, unsigned cap) {
   const std::int64_t g = (work + per_block - 1) / per_block;
   return static_cast<unsigned>(g < 1 ? 1 : (g > cap ? cap : g));
 }
@@ -109,7 +112,7 @@ __global__ void lce_lt_pointers_kernel(LceLtPointersArgs a) {
 template <class T, class C, class Uu>
 void gather_add_t(const LceGatherAddArgs& a, cudaStream_t s) {
   const auto aligned = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
-  constexpr int kVec = sizeof(C) == 4 ? 8 : 16;
+  constexpr int kVec = Policy::kGatherAddBytes / static_cast<int>(sizeof(C));
   const bool vec = a.MN % kVec == 0 && aligned(a.cand) && aligned(a.out) &&
                    (a.user == nullptr || aligned(a.user));
   const auto* cand = static_cast<const C*>(a.cand);
@@ -132,7 +135,7 @@ void gather_add_t(const LceGatherAddArgs& a, cudaStream_t s) {
 void launch_lce_map_check(const std::int32_t* cand_to_user, std::int64_t B, std::int64_t U,
                           unsigned long long* map_error, cudaStream_t stream) {
   if (B <= 0) return;
-  lce_map_check_kernel<<<grid_for(B, kBlock, 1024), kBlock, 0, stream>>>(cand_to_user, B, U,
+  lce_map_check_kernel<<<grid_for(B, kBlock, Policy::kMapCheckMaxBlocks), kBlock, 0, stream>>>(cand_to_user, B, U,
                                                                          map_error);
   check_launch("lce map check");
 }
@@ -146,13 +149,13 @@ void launch_lce_pad_rows(const void* src, std::int64_t ld_src, void* dst, std::i
       ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) & 15u) == 0) {
     // 16-byte units (E items, padded weight rows of a multiple of 8 / 4 elements)
     const std::int64_t per = static_cast<std::int64_t>(16 / elem_bytes);
-    lce_pad_rows_kernel<<<grid_for(rows * ld_dst / per, kBlock, 8192), kBlock, 0, stream>>>(
+    lce_pad_rows_kernel<<<grid_for(rows * ld_dst / per, kBlock, Policy::kPadRows16MaxBlocks), kBlock, 0, stream>>>(
         static_cast<const uint4*>(src), ld_src / per, static_cast<uint4*>(dst), ld_dst / per, rows,
         cols / per);
     check_launch("lce pad rows (16-byte)");
     return;
   }
-  const unsigned g = grid_for(rows * ld_dst, kBlock, 4096);
+  const unsigned g = grid_for(rows * ld_dst, kBlock, Policy::kPadRowsMaxBlocks);
   if (elem_bytes == 2)
     lce_pad_rows_kernel<<<g, kBlock, 0, stream>>>(static_cast<const std::uint16_t*>(src), ld_src,
                                                   static_cast<std::uint16_t*>(dst), ld_dst, rows, cols);
@@ -164,7 +167,7 @@ void launch_lce_pad_rows(const void* src, std::int64_t ld_src, void* dst, std::i
 
 void launch_lce_lt_pointers(const LceLtPointersArgs& args, cudaStream_t stream) {
   if (args.B <= 0) return;
-  lce_lt_pointers_kernel<<<grid_for(args.B, kBlock, 1024), kBlock, 0, stream>>>(args);
+  lce_lt_pointers_kernel<<<grid_for(args.B, kBlock, Policy::kMapCheckMaxBlocks), kBlock, 0, stream>>>(args);
   check_launch("lce cuBLASLt pointer arrays");
 }
 
@@ -173,18 +176,18 @@ void gather_add_policy(LceAdd add, const LceGatherAddArgs& a, cudaStream_t s) {
   switch (add) {
     case LceAdd::RoundOnce: return gather_add_t<T, float, float>(a, s);
     case LceAdd::UserRounded: return gather_add_t<T, float, T>(a, s);
-    default: return gather_add_t<T, T, T>(a, s);
+    case LceAdd::Published: return gather_add_t<T, T, T>(a, s);
   }
 }
 
 void launch_lce_gather_add(DType storage, LceAdd add, const LceGatherAddArgs& a,
                            cudaStream_t stream) {
   if (a.B <= 0 || a.MN <= 0) return;
-  switch (storage) {
-    case DType::F16: return gather_add_policy<__half>(add, a, stream);
-    case DType::BF16: return gather_add_policy<__nv_bfloat16>(add, a, stream);
-    default: return gather_add_t<float, float, float>(a, stream);  // every policy: one FP32 add
-  }
+  dispatch::dispatch_float(storage, "lce.policy.storage", [&](auto st) {
+    using T = dispatch::storage_t<decltype(st)::value>;
+    if constexpr (std::is_same_v<T, float>) gather_add_t<float, float, float>(a, stream);  // every policy: one FP32 add
+    else gather_add_policy<T>(add, a, stream);
+  });
 }
 
 }  // namespace tbe::cuda::detail

@@ -15,15 +15,23 @@
 // territory (optimized/README.md records the measurements that decide it).
 // Bounds: M and N tails are predicated (zero-filled loads, masked stores); the K tail (K is not
 // padded in E_c) is zero-filled on both operands, so W_c's padding columns are never used.
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/common.cuh"
 #include "kernels/ikbo_lce_launch.h"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
 
-constexpr int kBM = 64, kBN = 256, kBK = 32, kStages = 4, kThreads = 256;
-constexpr int kWM = 32, kWN = 64;                  // warp tile
+using Policy = tuning::LceFusedGemm;
+constexpr int kBM = Policy::kTileM, kBN = Policy::kTileN, kBK = Policy::kTileK;
+constexpr int kStages = Policy::kStages, kThreads = Policy::kThreads;
+constexpr int kWM = Policy::kWarpTileM, kWN = Policy::kWarpTileN;  // warp tile
+// The index arithmetic below is written for this shape (thread -> 16-byte chunk maps of load_tile,
+// the swizzles of a_off / b_off, the 2 (M) x 4 (N) warp grid).
+static_assert(kBM == 64 && kBN == 256 && kBK == 32 && kThreads == 256 && kWM == 32 && kWN == 64,
+              "ikbo_lce_fused.cu's index arithmetic assumes the 64x256x32 tile of 8 warps");
 constexpr int kMI = kWM / 16, kNI = kWN / 8;       // mma tiles per warp: 2 × 8
 constexpr int kAStage = kBM * kBK, kBStage = kBK * kBN;  // elements per stage
 constexpr int kSmemBytes = kStages * (kAStage + kBStage) * 2;  // 80 KB
@@ -112,7 +120,7 @@ __device__ __forceinline__ void load_tile(T* sA, T* sB, const T* __restrict__ w,
 }
 
 template <class T, LceAdd kAdd, bool kVecB>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, Policy::kMinBlocksPerSm)
     lce_fused_kernel(const T* __restrict__ w, std::int64_t ld_w, const T* __restrict__ e,
                      const void* __restrict__ user_v, const std::int32_t* __restrict__ map,
                      T* __restrict__ out, std::int64_t B, int M, int N, int K, int m_tiles,
@@ -261,7 +269,7 @@ void launch_fused_policy(LceAdd add, bool vec, const LceFusedArgs& a, cudaStream
   switch (add) {
     case LceAdd::RoundOnce: return launch_fused_vec<T, LceAdd::RoundOnce>(vec, a, s);
     case LceAdd::UserRounded: return launch_fused_vec<T, LceAdd::UserRounded>(vec, a, s);
-    default: return launch_fused_vec<T, LceAdd::Published>(vec, a, s);
+    case LceAdd::Published: return launch_fused_vec<T, LceAdd::Published>(vec, a, s);
   }
 }
 
@@ -274,8 +282,9 @@ bool lce_fused_vectorized(const LceFusedArgs& a) {
 void launch_lce_fused(DType storage, LceAdd add, const LceFusedArgs& a, cudaStream_t stream) {
   if (a.B <= 0) return;
   const bool vec = lce_fused_vectorized(a);
-  if (storage == DType::F16) launch_fused_policy<__half>(add, vec, a, stream);
-  else launch_fused_policy<__nv_bfloat16>(add, vec, a, stream);
+  dispatch::dispatch_dtype<dispatch::kMmaStorageTypes>(storage, "lce.policy.storage", [&](auto st) {
+    launch_fused_policy<dispatch::storage_t<decltype(st)::value>>(add, vec, a, stream);
+  });
 }
 
 }  // namespace tbe::cuda::detail

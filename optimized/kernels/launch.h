@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "dispatch/tuning.h"
 #include "tbe/types.h"
 
 namespace tbe::cuda::detail {
@@ -61,7 +62,7 @@ struct PooledArgs {
   std::int64_t bag_begin = 0, bag_end = 0;
   std::int64_t num_bags = 0;              ///< all bags (T·B or Σ batch sizes)
   std::int64_t bags_per_segment = 0;      ///< > 0: every segment has this many bags (non-VBE B)
-  std::int32_t group_size = 32;           ///< threads per bag: 1, 2, 4, 8, 16 or 32
+  std::int32_t group_size = tuning::PooledGather::kMaxGroupSize;  ///< threads per bag: 1, 2, ..., 32
   bool prefer_l1 = true;                  ///< max L1 carveout (no shared memory is used)
   bool mean = false;
   bool check_indices = false;             ///< fused bounds check: bad index -> row 0, counted
@@ -81,38 +82,44 @@ struct SequenceArgs {
   std::int64_t num_bags = 0;
   std::int64_t num_rows = 0;              ///< N
   std::int32_t dim = 0;                   ///< D (common)
-  std::int32_t group_size = 32;
+  std::int32_t group_size = tuning::PooledGather::kMaxGroupSize;
   bool check_indices = false;
   DeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;
 };
 
-/// Type-level dispatch keys.
+/// Type-level dispatch keys (src/forward_dispatch.cpp maps them to an instance through
+/// dispatch/dispatch.h).
 struct PooledTypes {
   DType weights, accumulation, output, index;
   bool vectorized;
-  bool pipelined = false;  ///< use the persistent prefetching variant where one is compiled
-  int rows_in_flight = 8;  ///< 4: the fewer-registers variant where one is compiled
+  bool pipelined;      ///< ForwardTuning::pipelined: the persistent variant where one is compiled
+  int rows_in_flight;  ///< ForwardTuning::rows_in_flight: 4 selects the fewer-registers variant
+                       ///< where one is compiled (kCompiledPooledTuning); else 8 rows run
 };
 struct SequenceTypes {
   DType weights, output, index;
   bool vectorized;
 };
 
-/// Elements per 16-byte vector for a weight type (4 for FP32, 8 for FP16/BF16).
-constexpr int vector_width(DType w) { return w == DType::F32 ? 4 : 8; }
+/// Elements per vector (tuning::PooledGather::kVectorBytes = 16) of a weight type: 4 for FP32,
+/// 8 for FP16/BF16.
+constexpr int vector_width(DType w) {
+  return tuning::PooledGather::kVectorBytes / static_cast<int>(dtype_size(w));
+}
 
-/// Template instances (defined in kernels/pooled_gather_*.cu and kernels/sequence.cu).
+/// Template instances (defined in kernels/pooled_gather_*.cu and kernels/sequence.cu; the
+/// compiled combinations are listed in dispatch/dispatch.h).
 /// kPipelined: persistent grid, each group loops over bags with the next bag's offsets and first
-/// index tile prefetched (compiled for the tuning-table set only, see forward_dispatch.cpp);
-/// otherwise one group per bag.
-/// kRows: row loads in flight per lane (8 everywhere; 4 also compiled for the tuning table).
+/// index tile prefetched (compiled for kCompiledPooledTuning only); otherwise one group per bag.
+/// kRows: row loads in flight per lane (tuning::PooledGather::kRowsInFlight = 8 everywhere;
+/// kRowsInFlightFewRegisters = 4 also compiled for kCompiledPooledTuning).
 template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& args, cudaStream_t stream);
 template <DType kW, DType kOut, DType kIdx, bool kVec>
 void launch_sequence_t(const SequenceArgs& args, cudaStream_t stream);
 
-// --- the one dispatch point (src/forward_dispatch.cpp): runtime types -> template instance ---
+// --- the forward's dispatch (src/forward_dispatch.cpp): runtime types -> template instance ---
 void launch_pooled(const PooledTypes& types, const PooledArgs& args, cudaStream_t stream);
 void launch_sequence(const SequenceTypes& types, const SequenceArgs& args, cudaStream_t stream);
 

@@ -12,13 +12,13 @@
 // Shapes: W[Σ E·D] weights; indices[N]; offsets[num_bags + 1]; output per SegmentMeta.
 #pragma once
 
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/common.cuh"
 
 namespace tbe::cuda::detail {
 
-inline constexpr int kPooledBlock = 256;
-/// Row loads in flight per lane: 8 by default; 4 compiled for the tuning table (fewer registers).
-inline constexpr int kRowsInFlightDefault = 8;
+inline constexpr int kPooledBlock = tuning::PooledGather::kBlockThreads;
 
 template <class W, class Acc, class Out, class Idx, int VEC, int kRowsInFlight>
 struct PooledGather {
@@ -156,7 +156,9 @@ struct PooledGather {
 };
 
 template <class W, class Acc, class Out, class Idx, int VEC, bool kPipelined, int kRows>
-__global__ void __launch_bounds__(kPooledBlock, kPipelined ? 2 : 3)
+__global__ void __launch_bounds__(kPooledBlock, kPipelined
+                                                     ? tuning::PooledGather::kMinBlocksPerSmPipelined
+                                                     : tuning::PooledGather::kMinBlocksPerSm)
 pooled_gather_group_per_bag(const PooledArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const int G = a.group_size;
@@ -203,7 +205,7 @@ pooled_gather_group_per_bag(const PooledArgs a) {
 template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
   using W = storage_t<kW>;
-  constexpr int VEC = kVec ? static_cast<int>(16 / sizeof(W)) : 1;
+  constexpr int VEC = kVec ? tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W)) : 1;
   auto* kernel = pooled_gather_group_per_bag<W, storage_t<kAcc>, storage_t<kOut>, storage_t<kIdx>,
                                              VEC, kPipelined, kRows>;
   const std::int64_t bags = a.bag_end - a.bag_begin;
@@ -230,6 +232,9 @@ void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
   kernel<<<static_cast<unsigned>(blocks), kPooledBlock, 0, stream>>>(a);
 }
 
+// Instantiations, one macro per weights type (kernels/pooled_gather_<w>.cu); every instance
+// must be a row of dispatch/dispatch.h's tables (static_assert), and the dispatch references every
+// row (so a row without its instance is a link error).
 #define TBE_INSTANTIATE_POOLED_FOR(W)                                                        \
   TBE_INSTANTIATE_POOLED_ACC(W, DType::F32)                                                  \
   TBE_INSTANTIATE_POOLED_ACC(W, DType::F64)
@@ -240,15 +245,23 @@ void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
 #define TBE_POOLED_INSTANCE(W, ACC, OUT, IDX, VEC, PIPE, ROWS)                               \
   template void launch_pooled_t<W, ACC, OUT, IDX, VEC, PIPE, ROWS>(const PooledArgs&, cudaStream_t);
 #define TBE_INSTANTIATE_POOLED_OUT(W, ACC, OUT)                                              \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, true, false, kRowsInFlightDefault)            \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, false, false, kRowsInFlightDefault)           \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, true, false, kRowsInFlightDefault)            \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, false, false, kRowsInFlightDefault)
-/// Tuning table (FP32 output, vector path): the pipelined persistent variant and 4 rows in flight.
+  static_assert(dispatch::contains(dispatch::kCompiledForward, dispatch::TypeCombo{W, ACC, OUT})); \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, true, false, tuning::PooledGather::kRowsInFlight)  \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, false, false, tuning::PooledGather::kRowsInFlight) \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, true, false, tuning::PooledGather::kRowsInFlight)  \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, false, false, tuning::PooledGather::kRowsInFlight)
+/// The ForwardTuning variants (kCompiledPooledTuning: FP32 output, vector path): the pipelined
+/// persistent grid and 4 rows in flight.
 #define TBE_INSTANTIATE_POOLED_TUNING(W, ACC)                                                \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, true, true, kRowsInFlightDefault)      \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, true, kRowsInFlightDefault)      \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, true, false, 4)                        \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, false, 4)
+  static_assert(dispatch::contains(dispatch::kCompiledPooledTuning,                          \
+                                   dispatch::TypeCombo{W, ACC, DType::F32}));                \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, true, true,                            \
+                      tuning::PooledGather::kRowsInFlight)                                   \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, true,                            \
+                      tuning::PooledGather::kRowsInFlight)                                   \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, true, false,                           \
+                      tuning::PooledGather::kRowsInFlightFewRegisters)                       \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, false,                           \
+                      tuning::PooledGather::kRowsInFlightFewRegisters)
 
 }  // namespace tbe::cuda::detail

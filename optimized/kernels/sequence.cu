@@ -2,11 +2,12 @@
 // covers are zero. A group of G threads owns one output row; the bag of p is found by a binary
 // search over the (repaired) offsets, its feature by a binary search over feature_first_bag.
 // Every output row is written exactly once (no memset), so a FATAL abort leaves the output as is.
+#include "dispatch/tuning.h"
 #include "kernels/common.cuh"
 
 namespace tbe::cuda::detail {
 
-inline constexpr int kSequenceBlock = 256;
+inline constexpr int kSequenceBlock = tuning::Sequence::kBlockThreads;
 
 template <class W, class Out, class Idx, int VEC>
 __global__ void __launch_bounds__(kSequenceBlock) sequence_group_per_row(const SequenceArgs a) {
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(kSequenceBlock) sequence_group_per_row(const S
 template <DType kW, DType kOut, DType kIdx, bool kVec>
 void launch_sequence_t(const SequenceArgs& a, cudaStream_t stream) {
   using W = storage_t<kW>;
-  constexpr int VEC = kVec ? static_cast<int>(16 / sizeof(W)) : 1;
+  constexpr int VEC = kVec ? tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W)) : 1;
   if (a.num_rows <= 0) return;
   const std::int64_t per_block = kSequenceBlock / a.group_size;
   const std::int64_t blocks = (a.num_rows + per_block - 1) / per_block;

@@ -1,22 +1,23 @@
 // Host side of the device-level backward: TransposeOp (bounds check + linearize + sort + RLE),
-// BackwardOp (routing, per-sample-weight gradient, short runs, long-run chunks and apply), the
-// workspace layouts and finish(). Kernels live in optimized/kernels/backward_*.
+// BackwardOp (routing, per-sample-weight gradient, short runs, long-run chunks and apply), their
+// can_implement, the workspace layouts and finish(). Kernels live in optimized/kernels/backward_*.
 #include "tbe/cuda/backward.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/backward_launch.h"
 #include "src/bounds_describe.h"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
+#include "tbe/cuda/workspace.h"
 #include "tbe/errors.h"
 
 namespace tbe::cuda {
 
-using detail::cuda_check;
 using detail::DeviceCounters;
 using detail::FeatureMeta;
 using detail::SegmentMeta;
@@ -24,54 +25,54 @@ using detail::SortedValue;
 
 namespace {
 
-constexpr std::size_t kAlign = 256;
-std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-
-int next_pow2(std::int64_t x) {
-  int g = 1;
-  while (g < x) g <<= 1;
-  return g;
-}
-
-/// Bytes laid out one after another, 256-aligned; returns the offset of each piece.
-struct Layout {
-  std::size_t total = 0;
-  std::size_t add(std::size_t bytes) {
-    const std::size_t at = total;
-    total = align_up(total + bytes);
-    return at;
-  }
-};
-
-/// One device allocation of host-built metadata pieces.
+/// One device allocation of host-built metadata pieces (kWorkspaceAlignment-aligned).
 struct MetaUpload {
   std::vector<char> host;
   std::size_t add(const void* data, std::size_t bytes) {
     const std::size_t at = host.size();
-    host.resize(align_up(at + bytes), 0);
-    if (bytes > 0) std::memcpy(host.data() + at, data, bytes);
+    const char* src = static_cast<const char*>(data);
+    host.insert(host.end(), src, src + bytes);
+    host.resize(align_up(host.size()), 0);
     return at;
   }
   void* upload(const char* what) {
     void* d = nullptr;
-    if (host.empty()) host.resize(kAlign, 0);
+    if (host.empty()) host.resize(kWorkspaceAlignment, 0);
     cuda_check(cudaMalloc(&d, host.size()), what);
     cuda_check(cudaMemcpy(d, host.data(), host.size(), cudaMemcpyHostToDevice), what);
     return d;
   }
 };
 
-void check_limits(const ForwardProblem& p) {
+/// The CUDA backward's limits beyond validate(p) (kBackwardMaxLookups).
+Status check_limits(const ForwardProblem& p) {
   if (p.lookups.num_indices > kBackwardMaxLookups)
-    throw InvalidArgument("lookups.num_indices",
-                          "lookups.num_indices: N = " + std::to_string(p.lookups.num_indices) +
-                              " exceeds the CUDA backward limit " +
-                              std::to_string(kBackwardMaxLookups) + " (2^31 - 1)");
+    return Status::Invalid("lookups.num_indices",
+                           "lookups.num_indices: N = " + std::to_string(p.lookups.num_indices) +
+                               " exceeds the CUDA backward limit " +
+                               std::to_string(kBackwardMaxLookups) + " (2^31 - 1)");
   if (p.lookups.num_offsets - 1 > kBackwardMaxLookups)
-    throw InvalidArgument("lookups.offsets",
-                          "lookups.offsets: " + std::to_string(p.lookups.num_offsets - 1) +
-                              " bags exceed the CUDA backward limit " +
-                              std::to_string(kBackwardMaxLookups) + " (2^31 - 1)");
+    return Status::Invalid("lookups.offsets",
+                           "lookups.offsets: " + std::to_string(p.lookups.num_offsets - 1) +
+                               " bags exceed the CUDA backward limit " +
+                               std::to_string(kBackwardMaxLookups) + " (2^31 - 1)");
+  return Status::Ok();
+}
+
+/// The run kernels' (weights, accumulation, grad_output) triple of a backward problem.
+dispatch::TypeCombo run_combo(const BackwardProblem& p) {
+  const PrecisionPolicy& pol = p.forward.options.policy;
+  return {p.forward.tables.dtype, pol.accumulation, pol.output};
+}
+
+/// A run kernel is compiled for p's types (kCompiledBackward).
+Status check_kernels(const BackwardProblem& p) {
+  if (!dispatch::contains(dispatch::kCompiledBackward, run_combo(p)))
+    return Status::Invalid("options.policy",
+                           "options.policy: " + to_string(p.forward.options.policy) +
+                               " has no CUDA backward kernel (fp32 weights: fp32 or fp64 "
+                               "accumulation; fp16/bf16 weights: fp32 accumulation)");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -109,9 +110,8 @@ struct TransposePlan {
               ws_run_keys = 0, ws_run_lengths = 0, ws_run_offsets = 0, ws_num_runs = 0,
               ws_temp = 0, temp_bytes = 0, ws_total = 0;
 
+  /// p passed TransposeOp::can_implement.
   explicit TransposePlan(const ForwardProblem& p) {
-    throw_if_error(validate(p));
-    check_limits(p);
     index_dtype = p.lookups.index_dtype;
     mode = p.options.bounds_check;
     pooling = p.options.pooling;
@@ -162,7 +162,7 @@ struct TransposePlan {
     const std::size_t ksz = key32 ? 4 : 8;
     const std::size_t n = static_cast<std::size_t>(N);
     const bool scaled = value_kind == SortedValue::PositionScaled;
-    Layout L;
+    WorkspaceLayout L;
     ws_counters = L.add(sizeof(DeviceCounters));
     ws_offsets = L.add(static_cast<std::size_t>(num_offsets) * isz);
     scan_bytes = detail::offsets_scan_temp_bytes(index_dtype, num_offsets);
@@ -251,7 +251,15 @@ struct TransposePlan {
   }
 };
 
-TransposeOp::TransposeOp(const ForwardProblem& p) : plan_(std::make_unique<TransposePlan>(p)) {}
+Status TransposeOp::can_implement(const ForwardProblem& p) {
+  if (Status s = validate(p); !s.ok()) return s;
+  return check_limits(p);
+}
+
+TransposeOp::TransposeOp(const ForwardProblem& p) {
+  throw_if_error(can_implement(p));
+  plan_ = std::make_unique<TransposePlan>(p);
+}
 TransposeOp::~TransposeOp() = default;
 TransposeOp::TransposeOp(TransposeOp&&) noexcept = default;
 TransposeOp& TransposeOp::operator=(TransposeOp&&) noexcept = default;
@@ -299,6 +307,7 @@ struct BackwardPlan {
     if (phase_events != nullptr) cuda_check(cudaEventRecord(phase_events[i], s), "record phase event");
   }
 
+  /// p and s passed BackwardOp::can_implement.
   explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s)
       : transpose(p.forward) {
     problem = p;
@@ -317,21 +326,17 @@ struct BackwardPlan {
       tables[t] = detail::BwdTableMeta{K, f.tables.table_offsets[t], f.tables.dims[t], 0};
       K += f.tables.rows[t];
     }
+    constexpr int kCols = tuning::RunKernels::kColumnsPerLane;  // one vector per lane
     std::int32_t dmax = 1;
     bool all_d4 = true, all_off4 = true;
     for (std::int64_t fi = 0; fi < f.tables.num_features(); ++fi) {
       const std::int32_t t = f.tables.feature_table_map[fi];
       dmax = std::max(dmax, f.tables.dims[t]);
-      all_d4 = all_d4 && f.tables.dims[t] % 4 == 0;
-      all_off4 = all_off4 && f.tables.table_offsets[t] % 4 == 0;
+      all_d4 = all_d4 && f.tables.dims[t] % kCols == 0;
+      all_off4 = all_off4 && f.tables.table_offsets[t] % kCols == 0;
     }
-    const int G = std::max(1, next_pow2((dmax + 3) / 4));
-    types = detail::RunTypes{f.tables.dtype, accumulation, pol.output, G > 32};
-    if (!detail::backward_types_supported(types))
-      throw InvalidArgument("options.policy",
-                            "options.policy: " + to_string(pol) +
-                                " has no CUDA backward kernel (fp32 weights: fp32 or fp64 "
-                                "accumulation; fp16/bf16 weights: fp32 accumulation)");
+    const int G = std::max(1, next_pow2((dmax + kCols - 1) / kCols));
+    types = detail::RunTypes{f.tables.dtype, accumulation, pol.output, G > tuning::kWarpThreads};
 
     // --- output segments (bag -> grad_output row), as the forward ---
     const OutputLayout& lay = transpose.layout;
@@ -371,12 +376,12 @@ struct BackwardPlan {
     a.bags_per_segment = f.lookups.is_vbe() ? 0 : f.lookups.batch_size;
     a.none_dim = f.options.pooling == PoolingMode::None ? dmax : 0;
     const std::size_t osz = dtype_size(pol.output), wsz = dtype_size(f.tables.dtype);
-    a.grad_vec = all_d4 && (reinterpret_cast<std::uintptr_t>(p.grad_output) % (4 * osz)) == 0;
+    a.grad_vec = all_d4 && (reinterpret_cast<std::uintptr_t>(p.grad_output) % (kCols * osz)) == 0;
     a.tables = reinterpret_cast<detail::BwdTableMeta*>(base + o_tab);
     a.num_tables = static_cast<std::int32_t>(num_tables);
     a.weights_in = f.tables.weights;
     a.weights_vec = all_d4 && all_off4 &&
-                    (reinterpret_cast<std::uintptr_t>(f.tables.weights) % (4 * wsz)) == 0;
+                    (reinterpret_cast<std::uintptr_t>(f.tables.weights) % (kCols * wsz)) == 0;
     a.momentum_in = p.momentum;
     const OptimizerConfig& o = p.options.optimizer;
     a.adagrad = adagrad;
@@ -394,7 +399,7 @@ struct BackwardPlan {
     a.chunk_size = s.chunk_size;
     a.fused = s.long_runs == BackwardStrategy::LongRuns::Fused;
     a.deterministic = s.deterministic;
-    a.row_stride = (dmax + 3) / 4 * 4;
+    a.row_stride = (dmax + kCols - 1) / kCols * kCols;
     a.acc_size = static_cast<std::int32_t>(dtype_size(accumulation));
     a.group_size = G;
 
@@ -404,7 +409,7 @@ struct BackwardPlan {
     max_chunks = N / s.chunk_size + max_long + 1;
     a.max_long = static_cast<std::uint32_t>(max_long);
     a.max_chunks = static_cast<std::uint32_t>(max_chunks);
-    Layout L;
+    WorkspaceLayout L;
     ws_counters = L.add(sizeof(detail::BackwardDeviceCounters));
     ws_long = L.add(static_cast<std::size_t>(max_long) * sizeof(detail::LongRun));
     ws_chunk_run = L.add(static_cast<std::size_t>(max_chunks) * 4);
@@ -425,8 +430,11 @@ struct BackwardPlan {
     int dev = 0, sms = 0;
     cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
     cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+    constexpr int kRouteBlock = tuning::Preprocess::kBlockThreads;
     route_grid = static_cast<int>(std::max<std::int64_t>(
-        1, std::min<std::int64_t>((N + 255) / 256, static_cast<std::int64_t>(sms) * 8)));
+        1, std::min<std::int64_t>((N + kRouteBlock - 1) / kRouteBlock,
+                                  static_cast<std::int64_t>(sms) *
+                                      tuning::Preprocess::kRouteBlocksPerSm)));
 
     // --- per-sample-weight gradient arguments (constant part) ---
     psw.weights = f.tables.weights;
@@ -442,17 +450,33 @@ struct BackwardPlan {
     psw.mean = f.options.pooling == PoolingMode::Mean;
     psw.check_indices = transpose.repairs();
     psw.max_gradient = a.max_gradient;
-    psw.group_size = std::min(32, G);
+    psw.group_size = std::min(tuning::kWarpThreads, G);
   }
   ~BackwardPlan() {
     if (d_meta != nullptr) cudaFree(d_meta);
   }
 };
 
+Status BackwardOp::can_implement(const BackwardProblem& p, const BackwardStrategy& s) {
+  if (Status st = validate(p, s); !st.ok()) return st;
+  if (Status st = check_limits(p.forward); !st.ok()) return st;
+  return check_kernels(p);
+}
+
+Status BackwardOp::can_implement(const BackwardProblem& p, const BackwardStrategy& s,
+                                 const BackwardOutputs& out) {
+  if (Status st = validate(p, s); !st.ok()) return st;
+  if (Status st = validate(p, out); !st.ok()) return st;
+  if (Status st = check_limits(p.forward); !st.ok()) return st;
+  return check_kernels(p);
+}
+
 BackwardOp::BackwardOp(const BackwardProblem& p, const BackwardStrategy& s) {
-  throw_if_error(validate(p, s));
+  throw_if_error(can_implement(p, s));
   plan_ = std::make_unique<BackwardPlan>(p, s);
 }
+BackwardOp::BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s)
+    : plan_(std::make_unique<BackwardPlan>(p, s)) {}
 BackwardOp::~BackwardOp() = default;
 BackwardOp::BackwardOp(BackwardOp&&) noexcept = default;
 BackwardOp& BackwardOp::operator=(BackwardOp&&) noexcept = default;
@@ -463,8 +487,13 @@ std::size_t BackwardOp::workspace_bytes(bool hoisted) const {
 
 void BackwardOp::run(const BackwardOutputs& out, void* d_workspace, cudaStream_t stream,
                      const SortedLookups& hoisted) {
+  throw_if_error(validate(plan_->problem, out));
+  run(kValidated, out, d_workspace, stream, hoisted);
+}
+
+void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, cudaStream_t stream,
+                     const SortedLookups& hoisted) {
   BackwardPlan& P = *plan_;
-  throw_if_error(validate(P.problem, out));
   const TransposePlan* tp = &P.transpose;
   char* ws = static_cast<char*>(d_workspace);
   char* tws = ws + P.ws_total;
@@ -504,7 +533,7 @@ void BackwardOp::run(const BackwardOutputs& out, void* d_workspace, cudaStream_t
   a.momentum_out = out.momentum;
   a.weights_vec = a.weights_vec &&
                   (reinterpret_cast<std::uintptr_t>(out.weights) %
-                   (4 * dtype_size(P.types.weights))) == 0;
+                   (tuning::RunKernels::kColumnsPerLane * dtype_size(P.types.weights))) == 0;
   a.counters = reinterpret_cast<detail::BackwardDeviceCounters*>(ws + P.ws_counters);
   a.long_runs = reinterpret_cast<detail::LongRun*>(ws + P.ws_long);
   a.chunk_run = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_run);

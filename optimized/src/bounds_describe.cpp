@@ -1,6 +1,7 @@
 #include "src/bounds_describe.h"
 
-#include "src/cuda_check.h"
+#include "dispatch/dispatch.h"
+#include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 
@@ -10,17 +11,13 @@ BoundsViolation describe_fatal(unsigned long long key, DType index_dtype, const 
                                const std::vector<std::int64_t>& feature_rows,
                                DeviceCounters* counters, cudaStream_t stream) {
   auto read_offset = [&](std::int64_t k) {
-    std::int64_t v = 0;
-    if (index_dtype == DType::I32) {
-      std::int32_t x = 0;
-      cuda_check(cudaMemcpy(&x, static_cast<const std::int32_t*>(offsets) + k, 4,
+    return dispatch::dispatch_index(index_dtype, "lookups.index_dtype", [&](auto idx) {
+      using Idx = dispatch::storage_t<decltype(idx)::value>;
+      Idx x = 0;
+      cuda_check(cudaMemcpy(&x, static_cast<const Idx*>(offsets) + k, sizeof(Idx),
                             cudaMemcpyDeviceToHost), "read offset");
-      v = x;
-    } else {
-      cuda_check(cudaMemcpy(&v, static_cast<const std::int64_t*>(offsets) + k, 8,
-                            cudaMemcpyDeviceToHost), "read offset");
-    }
-    return v;
+      return static_cast<std::int64_t>(x);
+    });
   };
   BoundsViolation v;
   if (key < static_cast<unsigned long long>(num_bags)) {

@@ -1,5 +1,6 @@
-// tbe::Backend on host tensors over the device-level ForwardOp: validate on the host (nothing is
-// uploaded for an invalid call), upload, run, download the output only on success.
+// tbe::Backend on host tensors over the device-level ForwardOp / BackwardOp: can_implement on the
+// host, once (nothing is uploaded for an invalid call; the operators are then built with
+// kValidated and do not check again), upload, run, download the output only on success.
 #include "tbe/cuda/backend.h"
 
 #include <algorithm>
@@ -7,15 +8,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include "src/cuda_check.h"
 #include "tbe/cuda/backward.h"
+#include "tbe/cuda/check.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/forward.h"
 #include "tbe/errors.h"
 
 namespace tbe::cuda {
-
-using detail::cuda_check;
 
 int device_count() {
   int n = 0;
@@ -70,9 +69,9 @@ class CudaBackend final : public Backend {
 
   ForwardStats forward(const ForwardProblem& p, void* output,
                        const ForwardStrategy& strategy) override {
-    throw_if_error(validate(p));  // before any upload
+    throw_if_error(ForwardOp::can_implement(p));  // before any upload
     DeviceProblem dp(p);
-    ForwardOp op(dp.problem, strategy);
+    ForwardOp op(dp.problem, kValidated, strategy);
     const std::int64_t numel = op.layout().numel;
     const std::size_t out_bytes = numel * dtype_size(p.options.policy.output);
     DeviceBuffer d_out(out_bytes), d_ws(op.workspace_bytes());
@@ -86,8 +85,7 @@ class CudaBackend final : public Backend {
 
   BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
                          const BackwardStrategy& strategy) override {
-    throw_if_error(validate(p, strategy));  // before any upload
-    throw_if_error(validate(p, out));
+    throw_if_error(BackwardOp::can_implement(p, strategy, out));  // before any upload
     DeviceProblem dp(p.forward);
     const ForwardProblem& f = p.forward;
     const std::size_t w_bytes = weight_elements(f) * dtype_size(f.tables.dtype);
@@ -116,9 +114,10 @@ class CudaBackend final : public Backend {
     if (dout.weights == nullptr) dout.weights = out.weights;  // no elements: never dereferenced
     dout.momentum = out.momentum == nullptr ? nullptr : (m_alias ? d_min.as<float>() : d_mout.as<float>());
     dout.per_sample_weight_grad = out.per_sample_weight_grad == nullptr ? nullptr : d_psw.as<float>();
-    BackwardOp op(dbp, strategy);
+    // The device copies are valid where the host arguments were (only empty buffers become null).
+    BackwardOp op(dbp, kValidated, strategy);
     DeviceBuffer d_ws(op.workspace_bytes());
-    op.run(dout, d_ws.get(), nullptr);
+    op.run(kValidated, dout, d_ws.get(), nullptr);
     BackwardStats stats = op.finish();  // throws before anything is downloaded
     if (w_bytes > 0)
       cuda_check(cudaMemcpy(out.weights, dout.weights, w_bytes, cudaMemcpyDeviceToHost),
@@ -134,9 +133,9 @@ class CudaBackend final : public Backend {
   }
 
   RepairResult repair(const ForwardProblem& p) override {
-    throw_if_error(validate(p));
+    throw_if_error(ForwardOp::can_implement(p));
     DeviceProblem dp(p);
-    ForwardOp op(dp.problem);
+    ForwardOp op(dp.problem, kValidated);
     DeviceBuffer d_ws(op.workspace_bytes());
     return op.repair(d_ws.get(), nullptr);
   }

@@ -1,38 +1,35 @@
-// Host side of the device-level forward operator: validation, launch plan, workspace layout,
+// Host side of the device-level forward operator: can_implement, launch plan, workspace layout,
 // enqueue (no sync), finish (counters, FATAL offender). Kernels live in optimized/kernels/.
 #include "tbe/cuda/forward.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/launch.h"
 #include "src/bounds_describe.h"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
+#include "tbe/cuda/workspace.h"
 #include "tbe/errors.h"
 
 namespace tbe::cuda {
 
-using detail::cuda_check;
 using detail::DeviceCounters;
 using detail::FeatureMeta;
 using detail::SegmentMeta;
 
 namespace {
 
-constexpr std::size_t kAlign = 256;
-std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-
-int next_pow2(std::int64_t x) {
-  int g = 1;
-  while (g < x && g < 32) g <<= 1;
-  return g;
+/// Threads per bag: enough lanes to cover one row in one pass (a power of two, at most
+/// tuning::PooledGather::kMaxGroupSize: wider rows loop over column chunks).
+int group_size_for(std::int32_t dim, int vec) {
+  return std::min(next_pow2((dim + vec - 1) / vec), tuning::PooledGather::kMaxGroupSize);
 }
-
-/// Threads per bag: enough lanes to cover one row in one pass (≤ 32, a power of two).
-int group_size_for(std::int32_t dim, int vec) { return next_pow2((dim + vec - 1) / vec); }
 
 }  // namespace
 
@@ -151,15 +148,32 @@ struct ForwardPlan {
   }
 };
 
+Status ForwardOp::can_implement(const ForwardProblem& p) {
+  if (Status s = validate(p); !s.ok()) return s;
+  const DType acc = p.options.policy.accumulation;
+  if (!dispatch::contains(dispatch::kAccumulationTypes, acc))
+    return Status::Invalid("options.policy.accumulation",
+                           "options.policy.accumulation: " + to_string(acc) +
+                               " is not supported by the CUDA backend (fp32 or fp64)");
+  return Status::Ok();
+}
+
+namespace {
+/// p, after can_implement(p) passed (else InvalidArgument).
+const ForwardProblem& implementable(const ForwardProblem& p) {
+  throw_if_error(ForwardOp::can_implement(p));
+  return p;
+}
+}  // namespace
+
 ForwardOp::ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy,
                      const ForwardTuning& tuning)
+    : ForwardOp(implementable(p), kValidated, strategy, tuning) {}
+
+ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& strategy,
+                     const ForwardTuning& tuning)
     : plan_(std::make_unique<ForwardPlan>()) {
-  throw_if_error(validate(p));
   const PrecisionPolicy& pol = p.options.policy;
-  if (pol.accumulation != DType::F32 && pol.accumulation != DType::F64)
-    throw InvalidArgument("options.policy.accumulation",
-                          "options.policy.accumulation: " + to_string(pol.accumulation) +
-                              " is not supported by the CUDA backend (fp32 or fp64)");
   ForwardPlan& P = *plan_;
   P.weights_dtype = p.tables.dtype;
   P.index_dtype = p.lookups.index_dtype;
@@ -205,12 +219,13 @@ ForwardOp::ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy,
   }
   P.num_segs = static_cast<std::int32_t>(segs.size());
 
-  // --- upload (one buffer, 256-aligned pieces) ---
-  const std::size_t o_feat = 0;
-  const std::size_t o_ffb = align_up(o_feat + features.size() * sizeof(FeatureMeta));
-  const std::size_t o_sfb = align_up(o_ffb + P.layout.feature_bag_offset.size() * 8);
-  const std::size_t o_seg = align_up(o_sfb + seg_first.size() * 8);
-  const std::size_t meta_bytes = align_up(o_seg + segs.size() * sizeof(SegmentMeta));
+  // --- upload (one buffer, kWorkspaceAlignment-aligned pieces) ---
+  WorkspaceLayout meta;
+  const std::size_t o_feat = meta.add(features.size() * sizeof(FeatureMeta));
+  const std::size_t o_ffb = meta.add(P.layout.feature_bag_offset.size() * 8);
+  const std::size_t o_sfb = meta.add(seg_first.size() * 8);
+  const std::size_t o_seg = meta.add(segs.size() * sizeof(SegmentMeta));
+  const std::size_t meta_bytes = meta.total;
   std::vector<char> host(meta_bytes, 0);
   if (!features.empty()) std::memcpy(host.data() + o_feat, features.data(), features.size() * sizeof(FeatureMeta));
   std::memcpy(host.data() + o_ffb, P.layout.feature_bag_offset.data(), P.layout.feature_bag_offset.size() * 8);
@@ -227,7 +242,8 @@ ForwardOp::ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy,
 
   // --- launch plan: group size from D, 16-byte vectors where row starts allow them ---
   const int vec = detail::vector_width(P.weights_dtype);
-  const bool base_aligned = (reinterpret_cast<std::uintptr_t>(P.weights) & 15u) == 0;
+  const bool base_aligned =
+      reinterpret_cast<std::uintptr_t>(P.weights) % tuning::PooledGather::kVectorBytes == 0;
   auto vectorizable = [&](std::int32_t f) {
     return base_aligned && features[f].dim % vec == 0 && features[f].table_offset % vec == 0;
   };
@@ -258,9 +274,8 @@ ForwardOp::ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy,
     if (any_scalar) P.paths.push_back("forward.pooled.scalar");
     if (any_chunked) P.paths.push_back("forward.pooled.column_chunks");
     const bool pipelined_compiled =
-        any_vec && P.output_dtype == DType::F32 &&
-        (P.weights_dtype == DType::F32 ||
-         (P.weights_dtype == DType::F16 && P.accumulation == DType::F32));
+        any_vec && dispatch::contains(dispatch::kCompiledPooledTuning,
+                                      {P.weights_dtype, P.accumulation, P.output_dtype});
     P.paths.push_back(tuning.pipelined && pipelined_compiled ? "forward.pooled.pipelined"
                                                              : "forward.pooled.group_per_bag");
     if (p.lookups.is_vbe()) P.paths.push_back("forward.vbe");
@@ -273,11 +288,13 @@ ForwardOp::ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy,
 
   // --- workspace: counters | repaired offsets | scan temp | repaired indices ---
   const std::size_t isz = P.index_size();
-  P.ws_offsets = align_up(sizeof(DeviceCounters));
-  P.ws_scan = align_up(P.ws_offsets + static_cast<std::size_t>(P.num_offsets) * isz);
+  WorkspaceLayout ws;
+  ws.add(sizeof(DeviceCounters));  // at 0
+  P.ws_offsets = ws.add(static_cast<std::size_t>(P.num_offsets) * isz);
   P.scan_bytes = detail::offsets_scan_temp_bytes(P.index_dtype, P.num_offsets);
-  P.ws_indices = align_up(P.ws_scan + P.scan_bytes);
-  P.ws_total = align_up(P.ws_indices + static_cast<std::size_t>(P.N) * isz);
+  P.ws_scan = ws.add(P.scan_bytes);
+  P.ws_indices = ws.add(static_cast<std::size_t>(P.N) * isz);
+  P.ws_total = ws.total;
 }
 
 ForwardOp::~ForwardOp() = default;
@@ -345,13 +362,18 @@ RepairResult ForwardOp::repair(void* d_workspace, cudaStream_t stream) {
   auto download = [&](const void* src, std::int64_t n) {
     std::vector<std::int64_t> v(static_cast<std::size_t>(n));
     if (n == 0) return v;
-    if (P.index_dtype == DType::I64) {
-      cuda_check(cudaMemcpy(v.data(), src, n * 8, cudaMemcpyDeviceToHost), "download repair");
-    } else {
-      std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-      cuda_check(cudaMemcpy(t.data(), src, n * 4, cudaMemcpyDeviceToHost), "download repair");
-      std::copy(t.begin(), t.end(), v.begin());
-    }
+    dispatch::dispatch_index(P.index_dtype, "lookups.index_dtype", [&](auto idx) {
+      using Idx = dispatch::storage_t<decltype(idx)::value>;
+      if constexpr (std::is_same_v<Idx, std::int64_t>) {
+        cuda_check(cudaMemcpy(v.data(), src, n * sizeof(Idx), cudaMemcpyDeviceToHost),
+                   "download repair");
+      } else {
+        std::vector<Idx> t(static_cast<std::size_t>(n));
+        cuda_check(cudaMemcpy(t.data(), src, n * sizeof(Idx), cudaMemcpyDeviceToHost),
+                   "download repair");
+        std::copy(t.begin(), t.end(), v.begin());
+      }
+    });
     return v;
   };
   RepairResult res;

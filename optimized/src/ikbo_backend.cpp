@@ -2,19 +2,16 @@
 // CPU reference (delegated, named in name()).
 #include "tbe/cuda/ikbo_backend.h"
 
-#include <span>
 #include <string>
 
 #include <cuda_runtime_api.h>
 
-#include "src/cuda_check.h"
 #include "tbe/cuda/backend.h"
+#include "tbe/cuda/check.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/errors.h"
 
 namespace tbe::cuda {
-
-using detail::cuda_check;
 
 namespace {
 
@@ -31,8 +28,8 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
   std::string name() const override { return name_; }
 
   void lce(const ikbo::LceProblem& p, void* out) override {
-    throw_if_error(ikbo::validate(p));  // before any upload
-    throw_if_error(ikbo::validate_map(std::span(p.cand_to_user, static_cast<std::size_t>(p.B)), p.U));
+    // before any upload: problem, host map, CUDA limits (then LceOp checks nothing again)
+    throw_if_error(LceOp::can_implement(p, p.cand_to_user));
     const std::size_t es = dtype_size(p.policy.storage);
     DeviceBuffer w_c(p.w_c, static_cast<std::size_t>(p.M * p.K_c) * es);
     DeviceBuffer w_u(p.w_u, static_cast<std::size_t>(p.M * p.K_u) * es);
@@ -47,7 +44,7 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     dp.e_c = dev(e_c);
     dp.e_u = p.e_u != nullptr ? dev(e_u) : nullptr;
     dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
-    LceOp op(dp, stage_);
+    LceOp op(dp, kValidated, stage_);
     const std::size_t out_bytes = static_cast<std::size_t>(p.B * p.M * p.N) * es;
     DeviceBuffer d_out(out_bytes), ws(op.workspace_bytes());
     op.run(d_out.get(), ws.get(), nullptr);

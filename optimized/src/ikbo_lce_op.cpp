@@ -1,4 +1,4 @@
-// Host side of the device-level IKBO LCE operator: validation, plan, workspace layout, cuBLAS
+// Host side of the device-level IKBO LCE operator: can_implement, plan, workspace layout, cuBLAS
 // GEMMs, enqueue (no sync), finish (map check verdict). Kernels: optimized/kernels/ikbo_lce_*.cu.
 //
 // cuBLAS is column-major: a row-major X [r, c] is the column-major X^T [c, r] with ld = c. So
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,18 +17,17 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
 #include "kernels/ikbo_lce_launch.h"
-#include "src/cuda_check.h"
+#include "tbe/cuda/check.h"
+#include "tbe/cuda/workspace.h"
 #include "tbe/errors.h"
 
 namespace tbe::cuda {
 
-using detail::cuda_check;
-
 namespace {
 
-constexpr std::size_t kAlign = 256;
-std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 std::int64_t round_up8(std::int64_t x) { return (x + 7) / 8 * 8; }
 
 void cublas_check(cublasStatus_t s, const char* what) {
@@ -36,22 +36,19 @@ void cublas_check(cublasStatus_t s, const char* what) {
                       " (" + cublasGetStatusString(s) + ")");
 }
 
-cudaDataType cuda_type(DType t) {
-  switch (t) {
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-  }
-}
+/// The cuBLAS type of a storage type or of FP32 (the GEMMs' operands and results).
+cudaDataType cuda_type(DType t) { return dispatch::data_type(t, "lce.policy.storage"); }
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
-/// Largest power of two dividing x, at most 256 (x = 0: 256): the alignment in bytes of an
-/// address or a byte stride as cuBLASLt's MIN_ALIGNMENT preferences count it.
+/// Largest power of two dividing x, at most kWorkspaceAlignment = 256 (cudaMalloc's; x = 0:
+/// 256): the alignment in bytes of an address or a byte stride as cuBLASLt's MIN_ALIGNMENT
+/// preferences count it.
 std::uint32_t pow2_align(std::uint64_t x) {
-  if (x == 0) return 256;
+  constexpr std::uint32_t kMax = kWorkspaceAlignment;
+  if (x == 0) return kMax;
   const std::uint64_t a = x & (~x + 1);
-  return a > 256 ? 256u : static_cast<std::uint32_t>(a);
+  return a > kMax ? kMax : static_cast<std::uint32_t>(a);
 }
 std::uint32_t pow2_align(const void* p) { return pow2_align(reinterpret_cast<std::uintptr_t>(p)); }
 
@@ -136,7 +133,7 @@ struct LceLtPlan {
       }
     }
     if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) return fail("preference", st);
-    const std::size_t max_ws = 32ull << 20;
+    const std::size_t max_ws = tuning::LceStages::kLtMaxWorkspaceBytes;
     if ((st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &max_ws, sizeof max_ws)) != CUBLAS_STATUS_SUCCESS)
       return fail("preference workspace", st);
@@ -296,38 +293,76 @@ void plan_operands(LceOperands& o, const void* w, const void* e, std::int64_t K,
 
 }  // namespace
 
-LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
-             const LceTuning& tuning)
-    : plan_(std::make_unique<Plan>()) {
-  throw_if_error(ikbo::validate(p));
+namespace {
+
+/// The kernel limits of LceOp beyond ikbo::validate(p) (LceOp::can_implement's second part).
+Status check_limits(const ikbo::LceProblem& p, const LceLayout& layout, const LceTuning& tuning) {
   const ikbo::IkboPolicy& pol = p.policy;
   if (pol.accumulation != DType::F32)
-    throw InvalidArgument("lce.policy.accumulation",
-                          "lce.policy.accumulation: " + to_string(pol.accumulation) +
-                              " is not supported by the CUDA backend (fp32)");
-  if (pol.storage != DType::F16 && pol.storage != DType::BF16 && pol.storage != DType::F32)
-    throw InvalidArgument("lce.policy.storage", "lce.policy.storage: " + to_string(pol.storage) +
-                                                    " is not supported by the CUDA backend "
-                                                    "(fp16, bf16 or fp32)");
+    return Status::Invalid("lce.policy.accumulation",
+                           "lce.policy.accumulation: " + to_string(pol.accumulation) +
+                               " is not supported by the CUDA backend (fp32)");
+  if (!dispatch::contains(dispatch::kStorageTypes, pol.storage))
+    return Status::Invalid("lce.policy.storage", "lce.policy.storage: " + to_string(pol.storage) +
+                                                     " is not supported by the CUDA backend "
+                                                     "(fp16, bf16 or fp32)");
   for (auto [name, v] : {std::pair<const char*, std::int64_t>{"lce.M", p.M}, {"lce.N", p.N},
                          {"lce.K_c", p.K_c}, {"lce.K_u", p.K_u}, {"lce.B", p.B},
                          {"layout.k_c_pad", layout.k_c_pad}, {"layout.k_u_pad", layout.k_u_pad}})
     if (v > INT_MAX)
-      throw InvalidArgument(name, std::string(name) + ": " + std::to_string(v) +
-                                      " exceeds the CUDA backend's limit " + std::to_string(INT_MAX));
+      return Status::Invalid(name, std::string(name) + ": " + std::to_string(v) +
+                                       " exceeds the CUDA backend's limit " +
+                                       std::to_string(INT_MAX));
   auto check_pad = [](const char* name, std::int64_t pad, std::int64_t K) {
     if (pad != 0 && (pad < K || pad % 8 != 0))
-      throw InvalidArgument(name, std::string(name) + ": " + std::to_string(pad) +
-                                      " must be 0 (dense) or a multiple of 8 >= " +
-                                      std::to_string(K));
+      return Status::Invalid(name, std::string(name) + ": " + std::to_string(pad) +
+                                       " must be 0 (dense) or a multiple of 8 >= " +
+                                       std::to_string(K));
+    return Status::Ok();
   };
-  check_pad("layout.k_c_pad", layout.k_c_pad, p.K_c);
-  if (p.K_u > 0) check_pad("layout.k_u_pad", layout.k_u_pad, p.K_u);
+  if (Status s = check_pad("layout.k_c_pad", layout.k_c_pad, p.K_c); !s.ok()) return s;
+  if (p.K_u > 0)
+    if (Status s = check_pad("layout.k_u_pad", layout.k_u_pad, p.K_u); !s.ok()) return s;
   if (tuning.chunk_candidates < 0)
-    throw InvalidArgument("tuning.chunk_candidates", "tuning.chunk_candidates: " +
-                                                         std::to_string(tuning.chunk_candidates) +
-                                                         " must be >= 0");
+    return Status::Invalid("tuning.chunk_candidates", "tuning.chunk_candidates: " +
+                                                          std::to_string(tuning.chunk_candidates) +
+                                                          " must be >= 0");
+  return Status::Ok();
+}
 
+}  // namespace
+
+Status LceOp::can_implement(const ikbo::LceProblem& p, const LceLayout& layout,
+                            const LceTuning& tuning) {
+  if (Status s = ikbo::validate(p); !s.ok()) return s;
+  return check_limits(p, layout, tuning);
+}
+
+Status LceOp::can_implement(const ikbo::LceProblem& p, const std::int32_t* host_cand_to_user,
+                            const LceLayout& layout, const LceTuning& tuning) {
+  if (Status s = ikbo::validate(p); !s.ok()) return s;
+  const std::span map(host_cand_to_user, static_cast<std::size_t>(p.B));  // B >= 0: validated
+  if (Status s = ikbo::validate_map(map, p.U); !s.ok()) return s;
+  return check_limits(p, layout, tuning);
+}
+
+namespace {
+/// p, after LceOp::can_implement passed (else InvalidArgument).
+const ikbo::LceProblem& implementable(const ikbo::LceProblem& p, const LceLayout& layout,
+                                      const LceTuning& tuning) {
+  throw_if_error(LceOp::can_implement(p, layout, tuning));
+  return p;
+}
+}  // namespace
+
+LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
+             const LceTuning& tuning)
+    : LceOp(implementable(p, layout, tuning), kValidated, stage, layout, tuning) {}
+
+LceOp::LceOp(const ikbo::LceProblem& p, Validated, LceStage stage, const LceLayout& layout,
+             const LceTuning& tuning)
+    : plan_(std::make_unique<Plan>()) {
+  const ikbo::IkboPolicy& pol = p.policy;
   Plan& P = *plan_;
   P.p = p;
   P.tuning = tuning;
@@ -360,7 +395,7 @@ LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
       // scratch), D = out[b] (or the scratch); workspace pieces are 256-aligned, run() checks
       // that d_workspace and d_out have the alignment assumed here (cudaMalloc gives 256).
       const std::int64_t k = P.cand.k, MN = p.M * p.N;
-      const std::uint32_t ws_piece = 256;
+      constexpr std::uint32_t ws_piece = kWorkspaceAlignment;
       const std::uint32_t a_base = P.cand.copy_e ? ws_piece : pow2_align(p.e_c);
       const std::uint32_t align[4] = {
           std::min(a_base, pow2_align(static_cast<std::uint64_t>(k * p.N) * P.esz)),
@@ -372,10 +407,11 @@ LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
       P.lt_ws_align = std::max({P.cand.copy_e ? align[0] : 1u, P.cand.copy_w ? align[1] : 1u,
                                 align[2], align[3]});  // scratch serves C and D on a bad map
       const std::uint32_t least = std::min({align[0], align[1], align[2], align[3]});
-      if (least < 16) {
+      if (least < tuning::LceStages::kLtMinAlignment) {
         // cuBLASLt cannot check pointer-array entries; below 16 bytes (TMA's need) the stage is
         // not worth the risk of an algorithm that assumes more: PaddedK runs.
-        lt_unsupported = "batch pointers " + std::to_string(least) + "-byte aligned (< 16)";
+        lt_unsupported = "batch pointers " + std::to_string(least) + "-byte aligned (< " +
+                         std::to_string(tuning::LceStages::kLtMinAlignment) + ")";
       } else {
         P.lt = std::make_unique<LceLtPlan>();
         if (!P.lt->setup(P.storage, P.user_type, p.B, p.M, p.N, k, true, align))
@@ -392,35 +428,31 @@ LceOp::LceOp(const ikbo::LceProblem& p, LceStage stage, const LceLayout& layout,
   if (P.stage == LceStage::L2Chunked) {
     const std::int64_t per = std::max<std::int64_t>(1, MN * static_cast<std::int64_t>(P.part_sz));
     P.chunk = tuning.chunk_candidates > 0 ? tuning.chunk_candidates
-                                          : std::max<std::int64_t>(1, (24ll << 20) / 2 / per);
+                                          : std::max<std::int64_t>(
+                                                1, static_cast<std::int64_t>(
+                                                       tuning::LceStages::kL2ChunkBudgetBytes) /
+                                                       2 / per);
     P.chunk = std::min(P.chunk, std::max<std::int64_t>(p.B, 1));
   } else if (P.stage != LceStage::FusedEpilogue && P.stage != LceStage::LtEpilogue) {
     P.chunk = std::max<std::int64_t>(p.B, 0);
   }
 
   // --- workspace: map flag | copies | user result | candidate result(s) ---
-  std::size_t at = align_up(sizeof(unsigned long long));
+  WorkspaceLayout ws;
+  ws.add(sizeof(unsigned long long));  // the map flag, at 0
   for (LceOperands* o : {&P.cand, &P.user}) {
-    if (o->copy_w) {
-      o->ws_w = at;
-      at = align_up(at + static_cast<std::size_t>(p.M * o->k) * P.esz);
-    }
-    if (o->copy_e) {
-      o->ws_e = at;
-      at = align_up(at + static_cast<std::size_t>(o->batch * o->k * p.N) * P.esz);
-    }
+    if (o->copy_w) o->ws_w = ws.add(static_cast<std::size_t>(p.M * o->k) * P.esz);
+    if (o->copy_e) o->ws_e = ws.add(static_cast<std::size_t>(o->batch * o->k * p.N) * P.esz);
   }
-  P.ws_user = at;
-  at = align_up(at + (p.K_u > 0 ? static_cast<std::size_t>(p.U * MN) * P.user_sz : 0));
-  P.ws_cand = at;
+  P.ws_user = ws.add(p.K_u > 0 ? static_cast<std::size_t>(p.U * MN) * P.user_sz : 0);
   const int buffers = P.stage == LceStage::L2Chunked && tuning.overlap ? 2 : 1;
-  P.ws_total = align_up(at + static_cast<std::size_t>(buffers * P.chunk * MN) * P.part_sz);
+  P.ws_cand = ws.add(static_cast<std::size_t>(buffers * P.chunk * MN) * P.part_sz);
   if (P.lt) {  // Lt workspace | 4 pointer arrays [B] | scratch [M, N] FP32 (>= one D or C block)
-    P.ws_lt = P.ws_total;
-    P.ws_ptrs = align_up(P.ws_lt + P.lt->ws_bytes);
-    P.ws_scratch = align_up(P.ws_ptrs + 4 * static_cast<std::size_t>(p.B) * sizeof(void*));
-    P.ws_total = align_up(P.ws_scratch + static_cast<std::size_t>(MN) * 4);
+    P.ws_lt = ws.add(P.lt->ws_bytes);
+    P.ws_ptrs = ws.add(4 * static_cast<std::size_t>(p.B) * sizeof(void*));
+    P.ws_scratch = ws.add(static_cast<std::size_t>(MN) * 4);
   }
+  P.ws_total = ws.total;
 
   // --- paths ---
   P.paths.push_back("lce." + to_string(P.stage));

@@ -1,6 +1,7 @@
 // Device-level TBE backward fused with the exact optimizer (CUTLASS-style lifecycle, like
-// ForwardOp): construct (validate once + plan), query the workspace, run(stream) without host
-// sync, finish() to sync and collect the stats (or the FATAL BoundsCheckError).
+// ForwardOp, tbe/cuda/validated.h): can_implement (validate, no device needed), construct
+// (validate once + plan), query the workspace, run(stream) without host sync, finish() to sync and
+// collect the stats (or the FATAL BoundsCheckError).
 // Semantics: docs/backward.md "The computation"; the FP64 reference is tbe/backward.h.
 // Design, work routing and stochastic rounding on the GPU: docs/backward.md.
 //
@@ -19,6 +20,8 @@
 #include <cuda_runtime_api.h>
 
 #include "tbe/backward.h"
+#include "tbe/cuda/validated.h"
+#include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/problem.h"
 
@@ -55,10 +58,15 @@ struct TransposePlan;  // host plan + device metadata (optimized/src/backward_op
 ///   TransposeOp t(problem.forward);  void* tws = alloc(t.workspace_bytes());
 ///   t.run(tws, stream2);             // enqueue only
 ///   backward_op.run(outputs, ws, stream, t.sorted());  // after an event on stream2
-/// Errors: the constructor throws InvalidArgument (tbe::validate(ForwardProblem), kernel limits).
-/// A FATAL violation found by run() is reported by the BackwardOp::finish() that consumed it.
+/// Errors: the constructor throws InvalidArgument (can_implement). A FATAL violation found by
+/// run() is reported by the BackwardOp::finish() that consumed it.
 class TransposeOp {
  public:
+  /// Every check the constructor makes, as a Status (never throws, touches no device, reads no
+  /// data pointer): tbe::validate(p) first (its Status unchanged), then the CUDA backward limits
+  /// (kBackwardMaxLookups: "lookups.num_indices", then "lookups.offsets").
+  static Status can_implement(const ForwardProblem& p);
+  /// Runs can_implement(p) (InvalidArgument(status)), plans, uploads the small metadata.
   explicit TransposeOp(const ForwardProblem& p);
   ~TransposeOp();
   TransposeOp(const TransposeOp&) = delete;
@@ -81,6 +89,7 @@ class TransposeOp {
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
 
 /// One TBE backward + exact optimizer on device memory.
+///   Status st = BackwardOp::can_implement(problem, strategy);  // optional, without throwing
 ///   BackwardOp op(problem, strategy);   // validate(p, s) -> InvalidArgument; plan; upload meta
 ///   void* ws = alloc(op.workspace_bytes());
 ///   op.run(outputs, ws, stream);        // enqueue only (no host sync)
@@ -95,11 +104,24 @@ struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backw
 /// long-run apply. All device buffers must stay alive and unchanged until finish() returns.
 class BackwardOp {
  public:
-  /// Validates `p` and `s` (tbe::validate(p, s): InvalidArgument naming the argument, before any
-  /// launch), checks the CUDA limits (accumulation F32 for FP16/BF16 weights, F32 or F64 for FP32
-  /// weights; N and bags < 2^31), builds the plan and uploads the small per-table/per-feature
-  /// metadata (synchronously).
+  /// Every check the constructor makes, as a Status (never throws, touches no device, reads no
+  /// data pointer), first failure wins: tbe::validate(p, s) (its Status unchanged), the limits of
+  /// TransposeOp::can_implement(p.forward) (N and bags < 2^31), then the compiled kernels
+  /// ("options.policy": (weights, accumulation, output) must be a row of
+  /// optimized/dispatch/dispatch.h kCompiledBackward: FP32 weights with FP32 or FP64
+  /// accumulation, FP16/BF16 weights with FP32).
+  static Status can_implement(const BackwardProblem& p, const BackwardStrategy& s = {});
+  /// The whole host call at once, in the order the host backend always reported errors:
+  /// validate(p, s), then validate(p, out), then the CUDA limits and kernels as above.
+  static Status can_implement(const BackwardProblem& p, const BackwardStrategy& s,
+                              const BackwardOutputs& out);
+
+  /// Runs can_implement(p, s) (InvalidArgument(status) naming the argument, before any launch),
+  /// builds the plan and uploads the small per-table/per-feature metadata (synchronously).
   explicit BackwardOp(const BackwardProblem& p, const BackwardStrategy& s = {});
+  /// The same without the checks: can_implement(p, s) must have returned ok()
+  /// (tbe/cuda/validated.h).
+  BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s = {});
   ~BackwardOp();
   BackwardOp(const BackwardOp&) = delete;
   BackwardOp& operator=(const BackwardOp&) = delete;
@@ -116,6 +138,9 @@ class BackwardOp {
   /// lookups, enqueued before this call in stream order); then this op skips its own bounds check
   /// and preprocessing. A SortedLookups of a different geometry is an InvalidArgument.
   void run(const BackwardOutputs& out, void* d_workspace, cudaStream_t stream = nullptr,
+           const SortedLookups& hoisted = {});
+  /// The same without validate(p, out): the caller checked these outputs (tbe/cuda/validated.h).
+  void run(Validated, const BackwardOutputs& out, void* d_workspace, cudaStream_t stream = nullptr,
            const SortedLookups& hoisted = {});
 
   /// Synchronizes the stream of the last run(); returns warnings, runs, lookups, the per-path

@@ -1,6 +1,7 @@
-// Device-level TBE forward operator (CUTLASS-style lifecycle): construct (validate once + build the
-// launch plan), query the workspace, run(stream) without host sync, finish() to sync and collect
-// the stats (or the FATAL BoundsCheckError). Semantics: docs/semantics.md.
+// Device-level TBE forward operator (CUTLASS-style lifecycle, tbe/cuda/validated.h):
+// can_implement (validate, no device needed), construct (validate once + build the launch plan),
+// query the workspace, run(stream) without host sync, finish() to sync and collect the stats (or
+// the FATAL BoundsCheckError). Semantics: docs/semantics.md.
 //
 // Memory spaces: in the ForwardProblem handed to ForwardOp, the data pointers
 // (tables.weights, lookups.indices, lookups.offsets, lookups.per_sample_weights) are DEVICE
@@ -16,12 +17,16 @@
 
 #include "tbe/backend.h"
 #include "tbe/bounds_check.h"
+#include "tbe/cuda/validated.h"
+#include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/problem.h"
 
 namespace tbe::cuda {
 
 /// Kernel tuning knobs (semantics unchanged; tests draw them at random, tbe-bench compares them).
+/// The launch geometry behind them is optimized/dispatch/tuning.h (PooledGather), which reads
+/// these defaults.
 struct ForwardTuning {
   /// Pooled gather: a persistent grid whose thread groups loop over bags, prefetching the next
   /// bag's offsets and first index tile (compiled for FP32 output with FP32 weights, or FP16
@@ -40,6 +45,7 @@ struct ForwardTuning {
 struct ForwardPlan;  // host launch plan + device metadata (optimized/src/forward_op.cpp)
 
 /// One TBE forward on device memory.
+///   Status st = ForwardOp::can_implement(problem);  // optional: the checks, without throwing
 ///   ForwardOp op(problem, strategy);          // validate() -> InvalidArgument, plan, upload meta
 ///   void* ws = alloc(op.workspace_bytes());
 ///   op.run(d_output, ws, stream);             // enqueue only (no host sync)
@@ -49,11 +55,21 @@ struct ForwardPlan;  // host launch plan + device metadata (optimized/src/forwar
 /// Several run() calls may be enqueued before one finish(); finish() reports the last run.
 class ForwardOp {
  public:
-  /// Validates `p` (tbe::validate: throws InvalidArgument naming the argument, before any launch),
-  /// checks the kernel limits (accumulation F32/F64), builds the launch plan and uploads the small
-  /// per-feature metadata (synchronously, on the legacy default stream).
+  /// Every check the constructor makes, as a Status (never throws, touches no device, reads no
+  /// data pointer): tbe::validate(p) first (its Status unchanged), then the kernel limits
+  /// (options.policy.accumulation F32 or F64: dispatch/dispatch.h kAccumulationTypes; every
+  /// weights × accumulation × output triple that passes both is compiled). Strategy and tuning
+  /// have no invalid values.
+  static Status can_implement(const ForwardProblem& p);
+
+  /// Runs can_implement(p) (throws InvalidArgument(status) naming the argument, before any
+  /// launch), builds the launch plan and uploads the small per-feature metadata (synchronously,
+  /// on the legacy default stream).
   explicit ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy = {},
                      const ForwardTuning& tuning = {});
+  /// The same without the checks: can_implement(p) must have returned ok() (tbe/cuda/validated.h).
+  ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& strategy = {},
+            const ForwardTuning& tuning = {});
   ~ForwardOp();
   ForwardOp(const ForwardOp&) = delete;
   ForwardOp& operator=(const ForwardOp&) = delete;

@@ -1,6 +1,7 @@
-// Device-level IKBO linear compression (LCE) operator (CUTLASS-style lifecycle, like ForwardOp):
-// construct (validate once + plan + cuBLAS handle), query the workspace, run(stream) without host
-// sync, finish() to sync and report. Semantics: docs/ikbo.md "LCE", reference/include/tbe/ikbo.h;
+// Device-level IKBO linear compression (LCE) operator (CUTLASS-style lifecycle, like ForwardOp,
+// tbe/cuda/validated.h): can_implement (validate, no device needed), construct (validate once +
+// plan + cuBLAS handle), query the workspace, run(stream) without host sync, finish() to sync and
+// report. Semantics: docs/ikbo.md "LCE", reference/include/tbe/ikbo.h;
 // design and measurements: optimized/README.md ("IKBO LCE").
 //
 //   out[b] = W_c · E_c[b] + W_u · E_u[u(b)],   u = cand_to_user, b in [0, B)
@@ -26,6 +27,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "tbe/cuda/validated.h"
+#include "tbe/errors.h"
 #include "tbe/ikbo.h"
 
 namespace tbe::cuda {
@@ -86,7 +89,8 @@ struct LceLayout {
   std::int64_t k_u_pad = 0;
 };
 
-/// Knobs of the L2Chunked stage (semantics unchanged; tbe-bench compares them).
+/// Knobs of the L2Chunked stage (semantics unchanged; tbe-bench compares them). The stages' other
+/// constants are optimized/dispatch/tuning.h (LceStages), which reads these defaults.
 struct LceTuning {
   /// Candidates per chunk; 0: as many as fit 2 result buffers in 24 MiB (L2 is 50-60 MB).
   std::int64_t chunk_candidates = 0;
@@ -95,6 +99,7 @@ struct LceTuning {
 };
 
 /// One IKBO LCE on device memory.
+///   Status st = LceOp::can_implement(problem);     // optional: the checks, without throwing
 ///   LceOp op(problem, LceStage::FusedEpilogue);   // validate() -> InvalidArgument, plan, cuBLAS
 ///   void* ws = alloc(op.workspace_bytes());
 ///   op.run(d_out, ws, stream);                     // enqueue only (no host sync)
@@ -103,12 +108,29 @@ struct LceTuning {
 /// and unchanged until finish() returns. Several run() calls may precede one finish().
 class LceOp {
  public:
-  /// Validates `p` (tbe::ikbo::validate: InvalidArgument naming the argument, before any launch),
-  /// checks the kernel limits (accumulation F32; storage F16, BF16 or F32; layout pads multiples
-  /// of 8 >= K), plans the launches, creates a cuBLAS handle (and, for L2Chunked with overlap, a
+  /// Every check the constructor makes, as a Status (never throws, touches no device, reads no
+  /// data pointer), first failure wins: tbe::ikbo::validate(p) (its Status unchanged), then the
+  /// kernel limits: lce.policy.accumulation F32; lce.policy.storage F16, BF16 or F32; lce.M, lce.N,
+  /// lce.K_c, lce.K_u, lce.B and the layout pads <= INT_MAX; layout.k_c_pad / layout.k_u_pad 0 or
+  /// a multiple of 8 >= K; tuning.chunk_candidates >= 0. The stage has no invalid values.
+  static Status can_implement(const ikbo::LceProblem& p, const LceLayout& layout = {},
+                              const LceTuning& tuning = {});
+  /// The host backend's check, with the map on the host (`host_cand_to_user`: [p.B] int32, read
+  /// only once validate(p) passed; a device copy is still checked by run()): validate(p), then
+  /// tbe::ikbo::validate_map on the host map and p.U, then the kernel limits as above: the order
+  /// in which the host backend always reported errors.
+  static Status can_implement(const ikbo::LceProblem& p, const std::int32_t* host_cand_to_user,
+                              const LceLayout& layout = {}, const LceTuning& tuning = {});
+
+  /// Runs can_implement(p, layout, tuning) (InvalidArgument(status) naming the argument, before
+  /// any launch), plans the launches, creates a cuBLAS handle (and, for L2Chunked with overlap, a
   /// second stream and events). No device memory is touched.
   explicit LceOp(const ikbo::LceProblem& p, LceStage stage = LceStage::PaddedK,
                  const LceLayout& layout = {}, const LceTuning& tuning = {});
+  /// The same without the checks: can_implement must have returned ok() for these arguments
+  /// (tbe/cuda/validated.h).
+  LceOp(const ikbo::LceProblem& p, Validated, LceStage stage = LceStage::PaddedK,
+        const LceLayout& layout = {}, const LceTuning& tuning = {});
   ~LceOp();
   LceOp(const LceOp&) = delete;
   LceOp& operator=(const LceOp&) = delete;

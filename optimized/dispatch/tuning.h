@@ -1,0 +1,179 @@
+// The tuning table of the CUDA backend (CUB's policy hubs): every launch-geometry and strategy
+// constant of the kernels and their host plans, one struct per kernel family, one comment per
+// entry: what it controls, why that value, and what exercises the alternative. None of them
+// changes semantics (summation orders are fixed by the algorithms, docs/backward.md and
+// optimized/README.md; the oracle's enclosures hold for any order).
+//
+// The defaults of the public knobs live in the public structs (tbe::cuda::ForwardTuning,
+// tbe::cuda::LceTuning, tbe::BackwardStrategy) and are read here, so each value has one source;
+// static_asserts tie them to what is compiled. Host-only C++, included by the kernels (launch
+// bounds, block sizes), the dispatch (compiled variants) and the host operators (plans).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tbe/backward.h"
+#include "tbe/cuda/forward.h"
+#include "tbe/cuda/ikbo_lce.h"
+
+namespace tbe::cuda::tuning {
+
+/// Threads of a warp: the widest thread group that reduces with shuffles (sm_90).
+inline constexpr int kWarpThreads = 32;
+
+// ============================================================================================
+// Forward
+// ============================================================================================
+
+/// Pooled SUM / MEAN gather (kernels/pooled_gather.cuh; plan: src/forward_op.cpp; compiled
+/// variants: dispatch/dispatch.h kCompiledForward and kCompiledPooledTuning).
+struct PooledGather {
+  /// Threads per block (8 warps); a block holds kBlockThreads / G bag groups. The launch bounds
+  /// below size the registers for this block.
+  static constexpr int kBlockThreads = 256;
+  /// Largest thread group per bag (G = min(next_pow2(ceil(D / VEC)), kMaxGroupSize)): a warp, so
+  /// index broadcasts are shuffles; D > kMaxGroupSize·VEC loops over column chunks (path
+  /// "forward.pooled.column_chunks", forced by the tests' case C06, D in {1280, 1536, 2048}).
+  static constexpr int kMaxGroupSize = kWarpThreads;
+  /// Bytes per vector load/store of a weight row (one 128-bit LDG): VEC = 4 FP32 or 8 FP16/BF16
+  /// elements when D, the table offset and the weights pointer allow it (path
+  /// "forward.pooled.vec4"/"vec8"), else VEC = 1 ("forward.pooled.scalar", forced by odd D).
+  static constexpr int kVectorBytes = 16;
+  /// Row loads in flight per lane, compiled for every instance: 8 independent gathers per lane
+  /// before they are accumulated in index order.
+  static constexpr int kRowsInFlight = 8;
+  /// The fewer-registers variant (no spills at 3 resident blocks), compiled for
+  /// kCompiledPooledTuning only. Measured on H200, seed-large: 4 beats 8 by 8% (FP32) and 17%
+  /// (FP16). ForwardTuning::rows_in_flight picks it; the tests draw 4 or 8 at random.
+  static constexpr int kRowsInFlightFewRegisters = 4;
+  /// __launch_bounds__ minimum resident blocks per SM of the one-group-per-bag kernel.
+  static constexpr int kMinBlocksPerSm = 3;
+  /// Same for the pipelined persistent kernel (ForwardTuning::pipelined, path
+  /// "forward.pooled.pipelined"): it needs ~40 more registers for the prefetched next bag.
+  /// Measured slower than both group-per-bag variants; kept for the comparison in tbe-bench.
+  static constexpr int kMinBlocksPerSmPipelined = 2;
+
+  /// ForwardTuning's default rows in flight (include/tbe/cuda/forward.h is the source, with the
+  /// other defaults: pipelined = false, prefer_l1 = true; the tests draw all three at random).
+  static constexpr int kDefaultRowsInFlight = ForwardTuning{}.rows_in_flight;
+  static_assert(kDefaultRowsInFlight == kRowsInFlight ||
+                    kDefaultRowsInFlight == kRowsInFlightFewRegisters,
+                "the default rows in flight must be a compiled variant");
+};
+
+/// NONE pooling, one group per output row (kernels/sequence.cu): same groups and vectors as
+/// PooledGather (G from the common D, VEC from kVectorBytes).
+struct Sequence {
+  /// Threads per block (kBlockThreads / G rows per block).
+  static constexpr int kBlockThreads = 256;
+};
+
+/// Bounds check / repair (kernels/bounds_check.cu): one thread per offset for the offsets
+/// prepare and the bad-bag count, one warp per bag for the index repair and the FATAL check.
+struct BoundsCheck {
+  /// Threads per block (kBlockThreads / kWarpThreads bags per block in the warp-per-bag passes).
+  static constexpr int kBlockThreads = 256;
+};
+
+// ============================================================================================
+// Backward
+// ============================================================================================
+
+/// Preprocessing (kernels/backward_preprocess.cu): linearize, route, long-run expansion.
+struct Preprocess {
+  /// Threads per block of the linearize, route and expand kernels.
+  static constexpr int kBlockThreads = 256;
+  /// Threads per bag in linearize (lanes stride over the bag's lookups).
+  static constexpr int kLinearizeGroup = 8;
+  /// The router's grid: min(ceil(N / kBlockThreads), kRouteBlocksPerSm · SMs) blocks, striding
+  /// over the R <= N runs (R is a device count, so the grid is sized by N).
+  static constexpr int kRouteBlocksPerSm = 8;
+};
+
+/// Run kernels: short runs (kernels/backward_short.cu), long-run chunks and apply
+/// (kernels/backward_long.cu), and the per-sample-weight gradient (kernels/backward_psw_grad.cu).
+/// A group of G threads owns one run (or chunk); lane l owns columns [4l, 4l + 4).
+struct RunKernels {
+  /// Columns per lane (one 4-element vector of grad_output, the weights and the accumulator):
+  /// G = next_pow2(ceil(D_max / kColumnsPerLane)).
+  static constexpr int kColumnsPerLane = 4;
+  /// Threads per block with warp groups (G <= kWarpThreads, path "bwd.group.warp"); the
+  /// per-sample-weight gradient uses it with G capped at kWarpThreads.
+  static constexpr int kBlockThreads = 256;
+  /// Largest block group (G = 64..512: one group per block, path "bwd.group.block", forced by
+  /// D = 256 in tbe-verify's rows): D <= 2048 -> at most 512 lanes of 4 columns.
+  static constexpr int kMaxBlockGroup = 512;
+  /// grad_output rows loaded back to back per lane. Measured on H200, seed-large: 4 rows at 3
+  /// blocks per SM beat 8 rows at 2 blocks per SM (8 spills at 3) by 15% on short runs, 3% on
+  /// long chunks.
+  static constexpr int kRowsInFlight = 4;
+  /// __launch_bounds__ minimum resident blocks per SM of the short-run kernel with warp groups:
+  /// 4 (<= 64 registers, a few bytes spilled). Measured on H200, seed-large: 2% (FP32) to 12%
+  /// (FP16) faster short runs than 3 blocks without spills.
+  static constexpr int kShortMinBlocksPerSm = 4;
+  /// Same for the long-run chunk and apply kernels: they measured slower at 4 and keep 3.
+  static constexpr int kLongMinBlocksPerSm = 3;
+  /// Same for block groups (kMaxBlockGroup threads, all kernels).
+  static constexpr int kBlockGroupMinBlocksPerSm = 1;
+
+  /// BackwardStrategy's defaults (reference/include/tbe/backward.h is the source): runs with
+  /// SL >= 256 take the long-run path, in chunks of 256 lookups. The tests draw thresholds and
+  /// chunk sizes (32, 64, 256) at random and force every SL in {1, 2, 255, 256, 257, ...}; the
+  /// path counters (short / chunked / fused runs, chunks) say which ran.
+  static constexpr int kDefaultLongRunThreshold = BackwardStrategy{}.long_run_threshold;
+  static constexpr int kDefaultChunkSize = BackwardStrategy{}.chunk_size;
+  static_assert(kDefaultChunkSize % kWarpThreads == 0, "chunks are whole warps of lookups");
+};
+
+// ============================================================================================
+// IKBO LCE
+// ============================================================================================
+
+/// Memory-bound LCE kernels (kernels/ikbo_lce_elementwise.cu): map check, padding copies,
+/// gather-add, cuBLASLt pointer arrays; grid-stride loops with capped grids.
+struct LceElementwise {
+  /// Threads per block.
+  static constexpr int kBlockThreads = 256;
+  /// Bytes per thread of the gather-add's candidate part: 32 (two 16-byte loads; 8 FP32 or 16
+  /// 16-bit elements) when M·N and every pointer allow it, else one element.
+  static constexpr int kGatherAddBytes = 32;
+  /// Grid caps of the grid-stride loops: the map check and the pointer-array builder, the
+  /// 16-byte padding copy, the element padding copy.
+  static constexpr unsigned kMapCheckMaxBlocks = 1024;
+  static constexpr unsigned kPadRows16MaxBlocks = 8192;
+  static constexpr unsigned kPadRowsMaxBlocks = 4096;
+};
+
+/// The fused candidate GEMM (kernels/ikbo_lce_fused.cu, LceStage::FusedEpilogue): mma.sync
+/// m16n8k16 tiles, cp.async pipeline, swizzled shared memory (the kernel's index arithmetic
+/// assumes these values: it static_asserts them).
+struct LceFusedGemm {
+  /// CTA tile: 64 rows of M (BM = 64 wastes 3% of the published M = 433, BM = 128 would waste
+  /// 15%), 256 columns of N (one tile at the published N), 32 of K per pipeline stage.
+  static constexpr int kTileM = 64, kTileN = 256, kTileK = 32;
+  /// cp.async stages in flight (20 KB of shared memory each: 80 KB per CTA).
+  static constexpr int kStages = 4;
+  /// 8 warps in a 2 (M) × 4 (N) grid, each owning a 32 × 64 warp tile.
+  static constexpr int kThreads = 256;
+  static constexpr int kWarpTileM = 32, kWarpTileN = 64;
+  /// __launch_bounds__ minimum resident CTAs per SM (2 × 80 KB of shared memory fit).
+  static constexpr int kMinBlocksPerSm = 2;
+};
+
+/// LceOp's stage plans (src/ikbo_lce_op.cpp).
+struct LceStages {
+  /// L2Chunked with LceTuning::chunk_candidates = 0 (the default, include/tbe/cuda/ikbo_lce.h):
+  /// as many candidates per chunk as fit 2 result buffers in 24 MiB (L2 is 50-60 MB on H100 /
+  /// H200). The tests draw chunk_candidates in {0, 1, 2, 5} and overlap at random.
+  static constexpr std::size_t kL2ChunkBudgetBytes = std::size_t{24} << 20;
+  static constexpr std::int64_t kDefaultChunkCandidates = LceTuning{}.chunk_candidates;
+  static_assert(kDefaultChunkCandidates == 0, "the default chunk size is the L2 budget's");
+  /// LtEpilogue: the largest cuBLASLt workspace the heuristic may ask for.
+  static constexpr std::size_t kLtMaxWorkspaceBytes = std::size_t{32} << 20;
+  /// LtEpilogue: batch pointers aligned below this (TMA's need) run PaddedK instead (path
+  /// "lce.lt-epilogue.unsupported(batch pointers N-byte aligned (< 16))").
+  static constexpr std::uint32_t kLtMinAlignment = 16;
+};
+
+}  // namespace tbe::cuda::tuning

@@ -1,0 +1,203 @@
+// can_implement() of ForwardOp, TransposeOp, BackwardOp and LceOp on the host, without a device:
+// ok for a valid call; for a bad argument exactly the Status of the reference's validate (argument
+// and message); the CUDA limits after it, in the order the constructors and the host backends
+// always reported them.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tbe/backward_case.h"
+#include "tbe/cuda/backward.h"
+#include "tbe/cuda/forward.h"
+#include "tbe/cuda/ikbo_lce.h"
+#include "tbe/host_case.h"
+#include "tbe/ikbo_workloads.h"
+#include "tbe/precision.h"
+
+using namespace tbe;
+
+namespace {
+
+/// Two tables (E = 5, D = 4; E = 3, D = 8), three features (feature 2 shares table 0), B = 2.
+ForwardCase valid_forward(DType weights = DType::F32) {
+  ForwardCase c;
+  c.set_tables(weights, {5, 3}, {4, 8});
+  c.feature_table_map = {0, 1, 0};
+  c.indices = {0, 4, 2, 1, 0, 3, 4};
+  c.offsets = {0, 2, 3, 3, 5, 6, 7};
+  c.batch_size = 2;
+  c.options.policy = make_policy(PolicyKind::SeedDefault, weights, DType::F32);
+  c.options.bounds_check = BoundsCheckMode::Warning;
+  return c;
+}
+
+BackwardCase valid_backward(DType weights = DType::F32) {
+  BackwardCase b;
+  b.forward = valid_forward(weights);
+  b.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+  b.reset_momentum();
+  b.resize_grad_output();
+  return b;
+}
+
+void same_status(const Status& got, const Status& want) {
+  INFO("got: " << got.message << "\nwant: " << want.message);
+  REQUIRE(!want.ok());
+  CHECK(!got.ok());
+  CHECK(got.argument == want.argument);
+  CHECK(got.message == want.message);
+}
+
+struct Mutation {
+  const char* name;
+  std::function<void(ForwardCase&)> apply;
+};
+/// Bad arguments tbe::validate(ForwardProblem) rejects.
+const std::vector<Mutation>& forward_mutations() {
+  static const std::vector<Mutation> m = {
+      {"offsets one too long", [](ForwardCase& c) { c.offsets.push_back(c.offsets.back()); }},
+      {"D over the limit", [](ForwardCase& c) { c.dims[0] = 4096; }},
+      {"feature_table_map out of range", [](ForwardCase& c) { c.feature_table_map[0] = 2; }},
+      {"policy.weights != tables.dtype", [](ForwardCase& c) { c.options.policy.weights = DType::F16; }},
+      {"output not a storage type", [](ForwardCase& c) { c.options.policy.output = DType::I32; }},
+      {"index type not an index", [](ForwardCase& c) { c.index_dtype = DType::F32; }},
+  };
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("ForwardOp::can_implement: ok, validate's Status, then the CUDA limits", "[can_implement]") {
+  for (DType w : {DType::F32, DType::F16, DType::BF16}) {
+    ForwardCase c = valid_forward(w);
+    CHECK(cuda::ForwardOp::can_implement(c.view()).ok());
+  }
+  for (const Mutation& m : forward_mutations()) {
+    INFO(m.name);
+    ForwardCase c = valid_forward();
+    m.apply(c);
+    const ForwardProblem p = c.view();
+    same_status(cuda::ForwardOp::can_implement(p), validate(p));
+  }
+  // the reference accepts any accumulation type, the CUDA kernels FP32 and FP64
+  ForwardCase c = valid_forward();
+  c.options.policy.accumulation = DType::F16;
+  const ForwardProblem p = c.view();
+  REQUIRE(validate(p).ok());
+  const Status s = cuda::ForwardOp::can_implement(p);
+  CHECK(s.argument == "options.policy.accumulation");
+  CHECK(s.message ==
+        "options.policy.accumulation: fp16 is not supported by the CUDA backend (fp32 or fp64)");
+}
+
+TEST_CASE("TransposeOp::can_implement: ok, validate's Status, then N < 2^31", "[can_implement]") {
+  ForwardCase c = valid_forward();
+  CHECK(cuda::TransposeOp::can_implement(c.view()).ok());
+  for (const Mutation& m : forward_mutations()) {
+    INFO(m.name);
+    ForwardCase bad = valid_forward();
+    m.apply(bad);
+    const ForwardProblem p = bad.view();
+    same_status(cuda::TransposeOp::can_implement(p), validate(p));
+  }
+  // N = 2^31: validate never reads the data, so the view may claim more lookups than it holds
+  ForwardProblem p = c.view();
+  p.lookups.num_indices = cuda::kBackwardMaxLookups + 1;
+  REQUIRE(validate(p).ok());
+  const Status s = cuda::TransposeOp::can_implement(p);
+  CHECK(s.argument == "lookups.num_indices");
+  CHECK(s.message.find("exceeds the CUDA backward limit") != std::string::npos);
+}
+
+TEST_CASE("BackwardOp::can_implement: ok, validate's Status, then limits and kernels", "[can_implement]") {
+  for (DType w : {DType::F32, DType::F16, DType::BF16}) {
+    BackwardCase b = valid_backward(w);
+    CHECK(cuda::BackwardOp::can_implement(b.view()).ok());
+  }
+  BackwardStrategy s;
+  {
+    BackwardCase b = valid_backward();
+    b.options.optimizer.learning_rate = -1.0;
+    const BackwardProblem p = b.view();
+    same_status(cuda::BackwardOp::can_implement(p, s), validate(p, s));
+  }
+  {
+    BackwardCase b = valid_backward();
+    BackwardStrategy bad = s;
+    bad.chunk_size = 100;
+    const BackwardProblem p = b.view();
+    same_status(cuda::BackwardOp::can_implement(p, bad), validate(p, bad));
+  }
+  for (const Mutation& m : forward_mutations()) {
+    INFO(m.name);
+    BackwardCase b = valid_backward();
+    m.apply(b.forward);
+    const BackwardProblem p = b.view();
+    same_status(cuda::BackwardOp::can_implement(p, s), validate(p, s));
+  }
+  // FP16 weights with FP64 accumulation: the reference runs it, no CUDA run kernel is compiled
+  BackwardCase b = valid_backward(DType::F16);
+  b.forward.options.policy.accumulation = DType::F64;
+  const BackwardProblem p = b.view();
+  REQUIRE(validate(p, s).ok());
+  const Status st = cuda::BackwardOp::can_implement(p, s);
+  CHECK(st.argument == "options.policy");
+  CHECK(st.message.find("has no CUDA backward kernel") != std::string::npos);
+
+  // with the outputs: validate(p, out) comes before the CUDA limits (the host backend's order)
+  BackwardCase good = valid_backward();
+  const BackwardOutputs good_out{good.forward.weights.data(), good.momentum.data(), nullptr};
+  CHECK(cuda::BackwardOp::can_implement(good.view(), s, good_out).ok());
+  const BackwardOutputs out{b.forward.weights.data(), b.momentum.data(), nullptr};
+  BackwardOutputs no_momentum = out;
+  no_momentum.momentum = nullptr;
+  same_status(cuda::BackwardOp::can_implement(p, s, no_momentum), validate(p, no_momentum));
+  same_status(cuda::BackwardOp::can_implement(p, s, out), st);
+}
+
+TEST_CASE("LceOp::can_implement: ok, validate's Status, the map, then the CUDA limits", "[can_implement][ikbo]") {
+  ikbo::LceShape shape;
+  shape.B = 6;
+  shape.U = 2;
+  shape.M = 3;
+  shape.N = 5;
+  shape.K_c = 7;
+  shape.K_u = 9;
+  const ikbo::IkboPolicy f16{DType::F16, DType::F32, ikbo::LceRounding::Published};
+  const ikbo::LceCase c = ikbo::make_lce_case(shape, f16, ikbo::MapKind::Sorted, 3);
+  const ikbo::LceProblem ok = c.view();
+  CHECK(cuda::LceOp::can_implement(ok).ok());
+  CHECK(cuda::LceOp::can_implement(ok, c.cand_to_user.data()).ok());
+  {
+    ikbo::LceProblem p = ok;
+    p.M = 0;
+    same_status(cuda::LceOp::can_implement(p), ikbo::validate(p));
+    same_status(cuda::LceOp::can_implement(p, c.cand_to_user.data()), ikbo::validate(p));
+  }
+  {
+    ikbo::LceProblem p = ok;
+    p.policy.storage = DType::I32;
+    same_status(cuda::LceOp::can_implement(p), ikbo::validate(p));
+  }
+  // the CUDA limits: FP64 accumulation (the reference accepts it with FP32 storage), the pads
+  const ikbo::IkboPolicy f32{DType::F32, DType::F64, ikbo::LceRounding::RoundOnce};
+  const ikbo::LceCase c32 = ikbo::make_lce_case(shape, f32, ikbo::MapKind::Sorted, 3);
+  const ikbo::LceProblem p64 = c32.view();
+  REQUIRE(ikbo::validate(p64).ok());
+  CHECK(cuda::LceOp::can_implement(p64).argument == "lce.policy.accumulation");
+  cuda::LceLayout pad;
+  pad.k_c_pad = shape.K_c + 2;  // not a multiple of 8
+  CHECK(cuda::LceOp::can_implement(ok, pad).argument == "layout.k_c_pad");
+  cuda::LceTuning tuning;
+  tuning.chunk_candidates = -1;
+  CHECK(cuda::LceOp::can_implement(ok, {}, tuning).argument == "tuning.chunk_candidates");
+  // a bad host map: validate_map's Status, before the CUDA limits
+  std::vector<std::int32_t> map = c32.cand_to_user;
+  map[4] = static_cast<std::int32_t>(p64.U);
+  const Status want = ikbo::validate_map(map, p64.U);
+  same_status(cuda::LceOp::can_implement(p64, map.data()), want);
+  CHECK(want.argument == "cand_to_user[4]");
+}
