@@ -5,8 +5,6 @@
 // other operators' readers are in case_file_common.cpp.
 #include "tbe/io/case_file.h"
 
-#include <cstring>
-
 #include "case_file_internal.h"
 #include "tbe/problem.h"
 
@@ -19,11 +17,6 @@ namespace {
 // The error kinds of a recorded forward call.
 constexpr std::initializer_list<const char*> kForwardErrors = {"bounds_check", "invalid_argument",
                                                                "device_error"};
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 }  // namespace
 
@@ -176,22 +169,12 @@ CaseFile read_forward_json(const CaseJson& cj) {
 CaseFile read_case(const std::string& dir) { return read_forward_json(parse_case_json(dir)); }
 
 bool bitwise_equal(const CaseFile& a, const CaseFile& b) {
-  const ForwardCase& x = a.problem;
-  const ForwardCase& y = b.problem;
-  const bool same_problem =
-      x.weights_dtype == y.weights_dtype && x.weights == y.weights && x.rows == y.rows &&
-      x.dims == y.dims && x.table_offsets == y.table_offsets &&
-      x.feature_table_map == y.feature_table_map && x.index_dtype == y.index_dtype &&
-      x.indices == y.indices && x.offsets == y.offsets &&
-      same_bits(x.per_sample_weights, y.per_sample_weights) && x.batch_size == y.batch_size &&
-      x.vbe_batch_sizes == y.vbe_batch_sizes && x.vbe_ranks == y.vbe_ranks &&
-      x.options.pooling == y.options.pooling && x.options.bounds_check == y.options.bounds_check &&
-      x.options.policy == y.options.policy;
   auto same_recorded = [](const RecordedOutputs& r, const RecordedOutputs& q) {
     return r.implementation == q.implementation && r.output_dtype == q.output_dtype &&
            r.output == q.output && r.warnings == q.warnings && r.error == q.error;
   };
-  return same_problem && a.name == b.name && a.provenance == b.provenance && a.seed == b.seed &&
+  return same_forward_case(a.problem, b.problem) && a.name == b.name &&
+         a.provenance == b.provenance && a.seed == b.seed &&
          a.recorded.has_value() == b.recorded.has_value() &&
          (!a.recorded || same_recorded(*a.recorded, *b.recorded)) && a.expect == b.expect;
 }

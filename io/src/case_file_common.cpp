@@ -471,6 +471,17 @@ void write_forward_tensors(const fs::path& d, const ForwardCase& p, std::set<std
                  p.per_sample_weights.data(), written);
 }
 
+bool same_forward_case(const ForwardCase& x, const ForwardCase& y) {
+  return x.weights_dtype == y.weights_dtype && x.weights == y.weights && x.rows == y.rows &&
+         x.dims == y.dims && x.table_offsets == y.table_offsets &&
+         x.feature_table_map == y.feature_table_map && x.index_dtype == y.index_dtype &&
+         x.indices == y.indices && x.offsets == y.offsets &&
+         same_bits(x.per_sample_weights, y.per_sample_weights) && x.batch_size == y.batch_size &&
+         x.vbe_batch_sizes == y.vbe_batch_sizes && x.vbe_ranks == y.vbe_ranks &&
+         x.options.pooling == y.options.pooling && x.options.bounds_check == y.options.bounds_check &&
+         x.options.policy == y.options.policy;
+}
+
 // ---- recorded errors, expectation ------------------------------------------------------------
 
 namespace {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "tbe/host_case.h"
+#include "tbe/io/backward_case_file.h"
 #include "tbe/io/case_file.h"
+#include "tbe/io/ikbo_case_file.h"
 #include "tbe/io/npy.h"
 
 namespace tbe::io::detail {
@@ -190,6 +193,19 @@ void put_forward_blocks(ojson& j, const ForwardCase& p);
 /// written to `written`.
 void write_forward_tensors(const fs::path& d, const ForwardCase& p, std::set<std::string>& written);
 
+/// Every field of two forward cases equal (per-sample weights by their bits).
+bool same_forward_case(const ForwardCase& x, const ForwardCase& y);
+/// Same length and the same bits (NaN payloads and -0 count).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
 /// recorded.error: null, or one of `allowed`.
 std::optional<std::string> read_recorded_error(const Reader& r, const json& rj,
                                                std::initializer_list<const char*> allowed);
@@ -203,6 +219,9 @@ void put_expect(ojson& j, const std::optional<Expectation>& e);
 /// read_lce_case, read_attention_case parse the folder's case.json and call these; read_any_case
 /// parses once and dispatches).
 CaseFile read_forward_json(const CaseJson& cj);
+BackwardCaseFile read_backward_json(const CaseJson& cj);
+LceCaseFile read_lce_json(const CaseJson& cj);
+AttentionCaseFile read_attention_json(const CaseJson& cj);
 
 /// Creates the folder (InvalidArgument naming it if it cannot).
 fs::path make_case_dir(const std::string& dir);
