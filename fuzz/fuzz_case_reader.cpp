@@ -122,9 +122,10 @@ constexpr std::int64_t kMaxReferenceWork = std::int64_t{1} << 16;
 
 // Whether the product of non-negative factors is at most kMaxReferenceWork (no overflow).
 bool small_work(std::initializer_list<std::int64_t> factors) {
+  for (std::int64_t f : factors)
+    if (f == 0) return true;
   std::int64_t n = 1;
   for (std::int64_t f : factors) {
-    if (f == 0) return true;
     if (f > kMaxReferenceWork || n > kMaxReferenceWork / f) return false;
     n *= f;
   }

@@ -318,6 +318,11 @@ AttentionCaseFile read_attention_json(const CaseJson& cj) {
     sh.lengths.resize(static_cast<std::size_t>(sh.U));
     for (std::int64_t u = 0; u < sh.U; ++u) sh.lengths[u] = p.k_offsets[u + 1] - p.k_offsets[u];
   } else {
+    std::error_code ec;
+    if (fs::exists(cj.dir / kKOffsetsFile, ec))
+      throw InvalidArgument("k_offsets", (cj.dir / kKOffsetsFile).string() +
+                                             ": k_offsets: present, but shape.jagged is false (dense "
+                                             "keys: remove the file or set shape.jagged)");
     keys = product(r, "shape.S", "U·S", {sh.U, sh.S});
   }
   const std::int64_t rows_q = product(r, "shape.n_seed", "B·n_seed", {sh.B, sh.n_seed});

@@ -64,8 +64,8 @@ bool bitwise_equal(const LceCaseFile& a, const LceCaseFile& b);
 /// k_offsets missing or disagreeing with shape.lengths, output and error together, I/O errors.
 void write_case(const std::string& dir, const AttentionCaseFile& c);
 /// Reads and validates an attention case folder (untrusted input): as read_lce_case, plus
-/// k_offsets.npy ([U + 1] int64, from 0, non-decreasing) in jagged mode, and the scale (finite,
-/// >= 0; 0 means 1/sqrt(Dh)).
+/// k_offsets.npy ([U + 1] int64, from 0, non-decreasing) in jagged mode (present in dense mode:
+/// an error), and the scale (finite, >= 0; 0 means 1/sqrt(Dh)).
 AttentionCaseFile read_attention_case(const std::string& dir);
 /// True when both cases hold the same data bit for bit (scale compared by its bits).
 bool bitwise_equal(const AttentionCaseFile& a, const AttentionCaseFile& b);
