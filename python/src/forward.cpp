@@ -43,6 +43,10 @@ PrecisionPolicy policy_arg(py::handle policy, py::handle output_dtype, DType wei
                                                 " (give one of the two)");
     return p;
   }
+  if (!py::isinstance<py::str>(policy) && !py::isinstance<PolicyKind>(policy))
+    throw py::type_error("policy: " + std::string(py::str(py::type::of(policy).attr("__name__"))) +
+                         " is neither a tbe_verify.PrecisionPolicy nor a policy kind "
+                         "('seed-default', 'fbgemm-cuda')");
   const DType out = output_dtype.is_none() ? DType::F32 : dtype_arg(output_dtype, "output_dtype");
   return make_policy(policy_kind_arg(policy, "policy"), weights, out);
 }
@@ -257,7 +261,15 @@ weights and per_sample_weights has N elements.)doc");
       .def_property_readonly("num_tables", [](const PyForwardProblem& p) { return p.rows.size(); })
       .def_property_readonly("num_indices", [](const PyForwardProblem& p) { return p.indices.numel(); })
       .def_property_readonly("output_shape", &PyForwardProblem::output_shape,
-                             "pooled [B, sum_f D_f], NONE [N, D], VBE [numel] (1-D)");
+                             "pooled [B, sum_f D_f], NONE [N, D], VBE [numel] (1-D)")
+      .def("__repr__", [](const PyForwardProblem& p) {
+        return "<ForwardProblem T=" + s(static_cast<std::int64_t>(p.feature_table_map.size())) +
+               " tables=" + s(static_cast<std::int64_t>(p.rows.size())) +
+               " N=" + s(p.indices.numel()) + " output " + shape_text(p.output_shape()) + " " +
+               to_string(p.options.pooling) + " bounds_check=" +
+               to_string(p.options.bounds_check) + " " + to_string(p.options.policy) +
+               (p.per_sample_weights ? " weighted" : "") + ">";
+      });
 
   m.def(
       "forward_reference",

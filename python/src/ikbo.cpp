@@ -39,10 +39,6 @@ void expect_extent(const HostTensor& t, std::int64_t dim, std::int64_t expected,
                                         symbol + " = " + s(expected));
 }
 
-py::object storage_result(DType t, const std::vector<std::int64_t>& shape, void** data) {
-  return new_array(t, shape, data);
-}
-
 std::shared_ptr<PyLceProblem> make_lce_problem(py::handle w_c, py::handle w_u, py::handle e_c,
                                                py::handle e_u, py::handle cand_to_user,
                                                py::handle policy) {
@@ -249,7 +245,7 @@ owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 =
       [](const PyLceProblem& p) {
         const LceProblem& q = p.problem;
         void* out = nullptr;
-        py::object a = storage_result(q.policy.storage, {q.B, q.M, q.N}, &out);
+        py::object a = new_array(q.policy.storage, {q.B, q.M, q.N}, &out);
         py::gil_scoped_release nogil;
         ikbo::lce_reference(q, out);
         return a;
@@ -297,7 +293,7 @@ owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 =
       [](const PyAttentionProblem& p) {
         const AttentionProblem& a = p.problem;
         void* out = nullptr;
-        py::object arr = storage_result(a.policy.storage, {a.B * a.n_seed, a.H, a.Dh}, &out);
+        py::object arr = new_array(a.policy.storage, {a.B * a.n_seed, a.H, a.Dh}, &out);
         py::gil_scoped_release nogil;
         ikbo::attention_reference(a, out);
         return arr;

@@ -89,6 +89,8 @@ def test_option_names():
     invalid("output_dtype", r"output_dtype: unknown dtype 'half'", fwd, output_dtype="half")
     with pytest.raises(TypeError, match=r"pooling: int is neither a name \(str\) nor a tbe_verify.PoolingMode"):
         fwd(pooling=1)
+    with pytest.raises(TypeError, match=r"policy: float is neither a tbe_verify.PrecisionPolicy nor a policy kind"):
+        fwd(policy=1.0)
     invalid("policy.output", r"fp64 is not an output type", fwd, output_dtype="fp64")
     pol = tv.make_policy("seed-default", "fp16", "fp32")
     invalid("options.policy.weights", r"options.policy.weights: fp16 != tables.dtype fp32", fwd,

@@ -10,6 +10,8 @@ def test_sum_one_table():
     W = int_table(4, 3)  # W[r] = [10r, 10r+1, 10r+2]
     p = tv.ForwardProblem(W, i64(0, 1, 3), i64(0, 2, 3))  # bags {0, 1}, {3}
     assert p.batch_size == 2 and p.num_features == 1 and p.output_shape == [2, 3]
+    assert repr(p) == ("<ForwardProblem T=1 tables=1 N=3 output [2, 3] sum bounds_check=warning "
+                       "seed-default[w=fp32,out=fp32,acc=fp64,state=fp32,rne]>")
     out = tv.forward_reference(p)
     assert out.dtype == np.float32 and out.shape == (2, 3)
     np.testing.assert_array_equal(out, [[10, 12, 14], [30, 31, 32]])
