@@ -75,6 +75,37 @@ def test_rowwise_adagrad_hand_computed():
     assert {"weights", "weights.untouched", "momentum"} <= {r.check for r in report.reports}
 
 
+def adagrad_with(**options):
+    W = np.array([[10, 20], [5, 5]], np.float32)
+    fwd = tv.ForwardProblem(W, i64(0), i64(0, 1))
+    opt = tv.OptimizerConfig(kind="rowwise_adagrad", learning_rate=1.0, eps=0.25, **options)
+    return tv.BackwardProblem(fwd, np.array([[3, 4]], np.float32),
+                              momentum=np.array([3.5, 7.0], np.float32), optimizer=opt)
+
+
+def test_rowwise_adagrad_options():
+    # DECOUPLED: x = (1 - lr*wd) * w - mult * G with the same m = 16, mult = 1 / 4.25.
+    bp = adagrad_with(weight_decay=0.5, weight_decay_mode="decoupled")
+    res = tv.backward_reference(bp)
+    np.testing.assert_array_equal(res.weights[0], np.float32([5 - 3 / 4.25, 10 - 4 / 4.25]))
+    assert tv.check_backward(bp, res.weights, momentum=res.momentum).passed
+    # L2: g' = G + wd*w = [8, 14] enters the momentum: m = 3.5 + (64 + 196) / 2 = 133.5.
+    bp = adagrad_with(weight_decay=0.5, weight_decay_mode="l2")
+    res = tv.backward_reference(bp)
+    assert res.momentum[0] == 133.5
+    assert tv.check_backward(bp, res.weights, momentum=res.momentum).passed
+    # max_gradient = 2 clamps grad_output to [-2, 2] first: G = [2, 2], m = 3.5 + 4 = 7.5.
+    bp = adagrad_with(max_gradient=2.0)
+    res = tv.backward_reference(bp)
+    assert res.momentum[0] == 7.5
+    # max_norm: the updated row is renormalised to norm <= max_norm.
+    bp = adagrad_with(max_norm=1.0)
+    res = tv.backward_reference(bp)
+    assert np.linalg.norm(res.weights[0].astype(np.float64)) <= 1.0 + 1e-6
+    assert tv.check_backward(bp, res.weights, momentum=res.momentum).passed
+    assert bp.optimizer.max_norm == 1.0 and bp.optimizer.kind == tv.OptimizerKind.EXACT_ROWWISE_ADAGRAD
+
+
 def test_rejects_eps_inside_the_square_root():
     bp, W = adagrad_problem()
     res = tv.backward_reference(bp)
