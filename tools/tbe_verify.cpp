@@ -20,16 +20,16 @@
 
 #include "tbe/backend.h"
 #include "tbe/errors.h"
-#include "verify/backward_rows.h"
-#include "verify/case_commands.h"
-#include "verify/ikbo_rows.h"
-#include "verify/matrix.h"
-#include "verify/report.h"
-#include "verify/runner.h"
+#include "tbe/judge/backward_rows.h"
+#include "tbe/judge/case_commands.h"
+#include "tbe/judge/ikbo_rows.h"
+#include "tbe/judge/matrix.h"
+#include "tbe/judge/report.h"
+#include "tbe/judge/runner.h"
 
 namespace {
 
-using namespace tbe::verify;
+using namespace tbe::judge;
 
 constexpr std::int64_t kDefaultBatch = 8192;
 constexpr std::int64_t kFullBatch = 131072;
@@ -440,7 +440,7 @@ int run(const Args& args) {
   info.seconds_generation = runner.generation_seconds();
   if (args.forward_rows) print_results(std::cout, info, results);
 
-  // Backward + exact optimizer rows (verify/backward_rows.h): their own table and count line.
+  // Backward + exact optimizer rows (tbe/judge/backward_rows.h): their own table and count line.
   std::vector<BackwardRowResult> backward;
   if (args.backward_rows) {
     BackwardRunnerConfig bcfg;
@@ -527,8 +527,15 @@ int run_case_command(const std::string& cmd, const std::vector<std::string>& res
   if (rest.size() != 1 || rest[0].empty() || rest[0].rfind("--", 0) == 0)
     throw UsageError(cmd + ": expected exactly one argument, the case folder (got " +
                      std::to_string(rest.size()) + ")");
-  if (cmd == "check") return tbe::verify::check_case(rest[0], std::cout);
-  return tbe::verify::replay_case(rest[0], std::cout);
+  if (cmd == "check") return tbe::judge::check_case(rest[0], std::cout);
+  std::unique_ptr<tbe::Backend> gpu;
+  std::string no_gpu;
+  try {
+    gpu = tbe::select_backend(tbe::BackendKind::Cuda);
+  } catch (const tbe::Error& e) {
+    no_gpu = e.what();
+  }
+  return tbe::judge::replay_case(rest[0], std::cout, gpu.get(), no_gpu);
 }
 
 int main(int argc, char** argv) {
