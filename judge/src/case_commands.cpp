@@ -231,11 +231,12 @@ int replay_case(const std::string& dir, std::ostream& os, Backend* device,
     agree = agree && same;
     if (!same) agreement += "\n  - " + s.name + ": " + outcome_text(s) + " vs cpu: " + outcome_text(ref);
   }
-  os << "warnings: cpu " << (ref.kind() == Kind::Ok ? std::to_string(ref.call.stats.warnings) : "-");
+  auto warnings_text = [](const Side& s) {
+    return s.ran && s.kind() == Kind::Ok ? std::to_string(s.call.stats.warnings) : "-";
+  };
+  os << "warnings: cpu " << warnings_text(ref);
   for (std::size_t i = 1; i < sides.size(); ++i)
-    os << ", " << sides[i].name << " "
-       << (sides[i].ran && sides[i].kind() == Kind::Ok ? std::to_string(sides[i].call.stats.warnings)
-                                                        : "-");
+    os << ", " << sides[i].name << " " << warnings_text(sides[i]);
   os << " (expected " << (ex.violation ? std::string("none: FATAL raises") : std::to_string(ex.warnings)) << ")\n";
   const std::string ref_kind = ref.kind() == Kind::Ok ? std::string("an output") : outcome_text(ref);
   os << "errors: " << (agree ? "agree (every side that ran: " + ref_kind + ")" : "DISAGREE" + agreement) << "\n";

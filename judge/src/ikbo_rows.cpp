@@ -91,7 +91,8 @@ RowResult run_target(Target target, const std::string& backend, const Problem& p
       detail = "no error for cand_to_user[" + std::to_string(p.B - 1) + "] = U";
     } catch (const InvalidArgument& e) {
       ok = e.argument() == want && untouched.untouched();
-      detail = std::string(e.what()) + (untouched.untouched() ? "" : " (but the output was written)");
+      detail = std::string(e.what()) +
+               (untouched.untouched() ? "" : " (but the output was written)");
       if (e.argument() != want) detail += " (argument '" + e.argument() + "', want '" + want + "')";
     } catch (const std::exception& e) {
       detail = std::string("wrong error type: ") + e.what();

@@ -11,7 +11,8 @@ PoisonedOutput::PoisonedOutput(DType type, std::int64_t numel, std::int64_t cana
       bytes_(size_ + static_cast<std::size_t>(canary_elements) * dtype_size(type), poison) {}
 
 std::vector<std::byte> PoisonedOutput::output() const {
-  return std::vector<std::byte>(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(size_));
+  const auto end = bytes_.begin() + static_cast<std::ptrdiff_t>(size_);
+  return std::vector<std::byte>(bytes_.begin(), end);
 }
 
 bool PoisonedOutput::all_poison(std::size_t from, std::size_t to) const {

@@ -91,7 +91,8 @@ TEST_CASE("command line: bad values are usage errors naming the flag", "[fuzz][c
   require_usage_error({"--seconds", "5s"}, "--seconds: '5s'");
   require_usage_error({"--seconds", "1", "--report-every", "0"}, "--report-every: '0'");
   require_usage_error({"--seconds", "1", "--seed", "-1"}, "--seed");
-  require_usage_error({"--seconds", "1", "--seed", "+1"}, "--seed: '+1' is not an unsigned integer");
+  require_usage_error({"--seconds", "1", "--seed", "+1"},
+                      "--seed: '+1' is not an unsigned integer");
   require_usage_error({"--seconds", "1", "--seed", "0x10"}, "--seed: '0x10'");
   require_usage_error({"--seconds", "1", "--seed", "18446744073709551616"}, "--seed");
   require_usage_error({"--seconds", "1", "--case", "1.5"}, "--case: '1.5'");
@@ -100,7 +101,8 @@ TEST_CASE("command line: bad values are usage errors naming the flag", "[fuzz][c
   require_usage_error({"--seconds", "1", "--huge-every", "9223372036854775808"}, "--huge-every");
   require_usage_error({"--seconds", "1", "--max-failures", "x"}, "--max-failures");
   require_usage_error({"--list", "-2"}, "--list");
-  require_usage_error({"--seconds", "1", "--backend", "gpu"}, "--backend: gpu not in {cuda,cpu,cpu-faulty}");
+  require_usage_error({"--seconds", "1", "--backend", "gpu"},
+                      "--backend: gpu not in {cuda,cpu,cpu-faulty}");
   require_usage_error({"--seconds", "1", "--out", ""}, "--out: the folder name is empty");
   require_usage_error({"--seconds"}, "--seconds");
   require_usage_error({"--seconds", "1", "--seed"}, "--seed");

@@ -60,7 +60,8 @@ FuzzCase planted_case() {
 
 std::int64_t longest_bag(const FuzzCase& c) {
   std::int64_t n = 0;
-  for (const Bag& b : c.bags) n = std::max<std::int64_t>(n, static_cast<std::int64_t>(b.idx.size()));
+  for (const Bag& b : c.bags)
+    n = std::max<std::int64_t>(n, static_cast<std::int64_t>(b.idx.size()));
   return n;
 }
 
@@ -138,7 +139,7 @@ TEST_CASE("shrink: deterministic in the case and the judge", "[fuzz][shrink]") {
   CHECK(a.judgement.detail == b.judgement.detail);
 }
 
-TEST_CASE("shrink: a planted predicate reaches its minimal case; no passing candidate is kept",
+TEST_CASE("shrink: a planted predicate reaches its minimal case, no passing candidate is kept",
           "[fuzz][shrink]") {
   const FuzzCase start = planted_case();
   std::int64_t judged = 0, passing = 0;

@@ -59,7 +59,8 @@ class Campaign {
  private:
   using Counts = std::map<std::string, std::map<std::string, std::int64_t>>;
   double elapsed() const;
-  void save_failure(std::uint64_t index, const FuzzCase& original, const judge::ForwardJudgement& first);
+  void save_failure(std::uint64_t index, const FuzzCase& original,
+                    const judge::ForwardJudgement& first);
   void print_counts() const;
   void print_paths() const;
   void progress_line();

@@ -31,7 +31,7 @@ struct ShrinkResult {
 /// Shrinks `failing`, whose judgement is `first` (first.failed). A candidate is kept only when
 /// judge(candidate) fails the same check (first.check) without losing the device, so `shrunk`
 /// always fails that check. Candidates are tried in a fixed order.
-ShrinkResult shrink(const FuzzCase& failing, const judge::ForwardJudgement& first, const CaseJudge& judge,
-                    const ShrinkLimits& limits = {});
+ShrinkResult shrink(const FuzzCase& failing, const judge::ForwardJudgement& first,
+                    const CaseJudge& judge, const ShrinkLimits& limits = {});
 
 }  // namespace tbe::fuzz

@@ -18,7 +18,13 @@ namespace tbe::judge {
 
 /// What one Backend::forward call did.
 struct ForwardCall {
-  enum class Outcome : std::uint8_t { Output, BoundsError, InvalidArgument, DeviceError, OtherError };
+  enum class Outcome : std::uint8_t {
+    Output,
+    BoundsError,
+    InvalidArgument,
+    DeviceError,
+    OtherError
+  };
   Outcome outcome = Outcome::Output;
   ForwardStats stats;         ///< Output: the call's stats
   BoundsViolation violation;  ///< BoundsError: the offender the backend named
