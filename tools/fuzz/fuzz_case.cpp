@@ -31,31 +31,27 @@ void build(const FuzzCase& fc, Built& out) {
   c.rows = tb.rows;
   c.dims = tb.dims;
   c.table_offsets = tb.offsets;
-  c.feature_table_map = fc.ftm;
-  c.index_dtype = fc.index_dtype;
-  c.indices = fc.lead;
+  ForwardCaseSpec spec;
+  spec.feature_table_map = fc.ftm;
+  spec.batch_size = fc.B;
+  spec.vbe_ranks = fc.R;
+  spec.vbe_batch_sizes = fc.vbe;
+  spec.index_dtype = fc.index_dtype;
+  spec.leading = fc.lead;
   const bool weighted = fc.weighted || fc.invalid == Invalid::NoneWeighted;
-  if (weighted) c.per_sample_weights.assign(fc.lead.size(), 1.0f);
-  c.offsets.push_back(static_cast<std::int64_t>(fc.lead.size()));
+  if (weighted) spec.per_sample_weights.assign(fc.lead.size(), 1.0f);
+  spec.bags.reserve(fc.bags.size());
   for (const Bag& b : fc.bags) {
-    c.indices.insert(c.indices.end(), b.idx.begin(), b.idx.end());
+    spec.bags.push_back(b.idx);
     if (weighted)
-      c.per_sample_weights.insert(c.per_sample_weights.end(), b.w.begin(), b.w.end());
-    c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
+      spec.per_sample_weights.insert(spec.per_sample_weights.end(), b.w.begin(), b.w.end());
   }
+  spec.offset_faults = fc.faults;
+  spec.options.pooling = fc.pooling;
+  spec.options.bounds_check = fc.bounds;
+  spec.options.policy = fc.policy;
+  build_lookups(spec, c);
   const std::int64_t N = static_cast<std::int64_t>(c.indices.size());
-  for (const OffsetFault& f : fc.faults) {
-    const std::int64_t K = static_cast<std::int64_t>(c.offsets.size()) - 1;
-    const std::int64_t k = f.k < 0 ? K : f.k;
-    if (k > K) continue;
-    c.offsets[k] = f.relative_to_n ? N + f.value : f.value;
-  }
-  c.batch_size = fc.R == 0 ? fc.B : 0;
-  c.vbe_ranks = fc.R;
-  c.vbe_batch_sizes = fc.vbe;
-  c.options.pooling = fc.pooling;
-  c.options.bounds_check = fc.bounds;
-  c.options.policy = fc.policy;
   switch (fc.invalid) {
     case Invalid::None: break;
     case Invalid::OffsetsShort: c.offsets.pop_back(); break;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tbe/case_builder.h"
 #include "tbe/host_case.h"
 #include "tbe/precision.h"
 #include "tbe/problem.h"
@@ -49,14 +50,6 @@ struct Tables {
 struct Bag {
   std::vector<std::int64_t> idx;
   std::vector<float> w;  // same length as idx (used when the case is weighted)
-};
-
-/// A fault on the offsets: offsets[k] (k = -1: the last offset) := value, or N + value when
-/// relative_to_n. Applied after the offsets are built from the bags.
-struct OffsetFault {
-  std::int64_t k = -1;
-  bool relative_to_n = false;
-  std::int64_t value = 0;
 };
 
 /// Invalid arguments (validate must reject them; both backends must agree on the argument).
@@ -117,10 +110,10 @@ struct Built {
   ForwardProblem p;
 };
 
-/// Expands `fc` into `out`: lookups feature-major (the leading indices first, weight 1), offsets
-/// from the bags, then the offset faults (a fault naming a bag past the last is skipped), then the
-/// invalid argument. Throws InvalidArgument when an int32 case does not fit (never for generated
-/// cases).
+/// Expands `fc` into `out` through tbe::build_lookups (tbe/case_builder.h): lookups feature-major
+/// (the leading indices first, weight 1), offsets from the bags, then the offset faults, then the
+/// invalid argument; the tables stay fc.tables (not copied). Throws InvalidArgument when an int32
+/// case does not fit (never for generated cases).
 void build(const FuzzCase& fc, Built& out);
 
 /// One line: T, tables, N, bags, B or VBE R, dtypes, policy, pooling, bounds mode, faults, fill,
