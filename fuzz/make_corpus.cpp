@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tbe/backward.h"
+#include "tbe/case_builder.h"
 #include "tbe/host_case.h"
 #include "tbe/ikbo_workloads.h"
 #include "tbe/io/any_case_file.h"
@@ -62,28 +63,27 @@ std::string frame_case(const io::AnyCaseFile& c, const fs::path& tmp) {
 }
 
 ForwardCase small_case(DType w, DType o, PoolingMode pool, DType idx, bool weighted, bool vbe) {
-  ForwardCase c;
-  c.set_tables(w, {3, 2}, {4, pool == PoolingMode::None ? 4 : 3});
-  for (std::int64_t r = 0; r < 3; ++r)
-    for (std::int64_t d = 0; d < 4; ++d) c.set_weight(0, r, d, static_cast<double>(r - d) * 0.5);
-  for (std::int64_t r = 0; r < 2; ++r)
-    for (std::int64_t d = 0; d < c.dims[1]; ++d) c.set_weight(1, r, d, static_cast<double>(r + d));
-  c.feature_table_map = {0, 1};
-  c.index_dtype = idx;
+  ForwardCaseSpec spec;
+  spec.weights = w;
+  spec.rows = {3, 2};
+  spec.dims = {4, pool == PoolingMode::None ? 4 : 3};
+  spec.fill = [](std::int64_t t, std::int64_t r, std::int64_t d) {
+    return t == 0 ? static_cast<double>(r - d) * 0.5 : static_cast<double>(r + d);
+  };
+  spec.feature_table_map = {0, 1};
+  spec.index_dtype = idx;
   if (vbe) {
-    c.vbe_ranks = 2;
-    c.vbe_batch_sizes = {1, 0, 2, 1};
-    c.offsets = {0, 2, 2, 3, 5};
+    spec.vbe_ranks = 2;
+    spec.vbe_batch_sizes = {1, 0, 2, 1};
   } else {
-    c.batch_size = 2;
-    c.offsets = {0, 2, 2, 3, 5};
+    spec.batch_size = 2;
   }
-  c.indices = {0, 2, 1, 0, 1};
-  if (weighted) c.per_sample_weights = {1.0f, 0.5f, -2.0f, 0.25f, 3.0f};
-  c.options.pooling = pool;
-  c.options.bounds_check = BoundsCheckMode::Warning;
-  c.options.policy = make_policy(PolicyKind::SeedDefault, w, o);
-  return c;
+  spec.bags = {{0, 2}, {}, {1}, {0, 1}};  // offsets 0 2 2 3 5
+  if (weighted) spec.per_sample_weights = {1.0f, 0.5f, -2.0f, 0.25f, 3.0f};
+  spec.options.pooling = pool;
+  spec.options.bounds_check = BoundsCheckMode::Warning;
+  spec.options.policy = make_policy(PolicyKind::SeedDefault, w, o);
+  return build_case(spec);
 }
 
 // The reference's backward outputs for `c` (updated weights, momentum, per-sample-weight grads).

@@ -1,6 +1,6 @@
 // One case of the tbe-verify matrix: derive its lookups from the base workload, run the backend
 // under test (or the CPU self-checks), judge.
-#include "verify/runner.h"
+#include "tbe/judge/runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,9 +15,11 @@
 #include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/io/case_file.h"
+#include "tbe/judge/forward_call.h"
+#include "tbe/judge/poisoned_output.h"
 #include "tbe/oracle/policy_emulation.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 namespace {
 
 // RNG streams of the derivations (the generator uses its own streams keyed by feature/bag).
@@ -165,47 +167,14 @@ struct LookupBuffers {
   }
 };
 
-// ---- output buffers with canaries -----------------------------------------------------------
-
-// An output buffer poisoned with 0xFF bytes (NaN in FP32/FP16/BF16) and followed by a canary of
-// kCanaryElements poisoned elements that no backend may write.
-class OutputBuffer {
- public:
-  static constexpr std::int64_t kCanaryElements = 64;
-  OutputBuffer(DType type, std::int64_t numel)
-      : size_(static_cast<std::size_t>(numel) * dtype_size(type)),
-        bytes_(size_ + static_cast<std::size_t>(kCanaryElements) * dtype_size(type),
-               std::byte{0xFF}) {}
-  void* data() { return bytes_.data(); }
-  const void* data() const { return bytes_.data(); }
-  bool canary_intact() const { return all_poison(size_, bytes_.size()); }
-  bool untouched() const { return all_poison(0, bytes_.size()); }
-
- private:
-  bool all_poison(std::size_t from, std::size_t to) const {
-    for (std::size_t i = from; i < to; ++i)
-      if (bytes_[i] != std::byte{0xFF}) return false;
-    return true;
-  }
-  std::size_t size_;
-  std::vector<std::byte> bytes_;
-};
-
 // What the backend under test returned for one input (kept so a failing case can be saved with
 // the backend's outputs, docs/case-files.md "recorded").
 struct DeviceCapture {
-  bool ran = false;
-  std::vector<std::byte> output;         // [numel] elements of the output type, or empty
-  std::optional<std::int64_t> warnings;  // set when the call returned
-  std::optional<std::string> error;      // "bounds_check" / "invalid_argument" / "device: ..."
+  std::optional<ForwardCall> call;  // set when the backend ran on this input
+  std::vector<std::byte> output;    // [numel] elements of the output type, or empty
 };
 
-std::vector<std::byte> output_bytes(const OutputBuffer& out, DType t, std::int64_t numel) {
-  const std::byte* b = static_cast<const std::byte*>(out.data());
-  return std::vector<std::byte>(b, b + static_cast<std::size_t>(numel) * dtype_size(t));
-}
-
-Check judge_output(const std::string& name, const ForwardProblem& p, const OutputBuffer& out) {
+Check judge_output(const std::string& name, const ForwardProblem& p, const PoisonedOutput& out) {
   Check c;
   c.name = name;
   oracle::CheckReport report = oracle::check_forward(p, out.data());
@@ -215,90 +184,13 @@ Check judge_output(const std::string& name, const ForwardProblem& p, const Outpu
   return c;
 }
 
-Check agreement(const std::string& name, bool ok, const std::string& detail) {
-  return Check{name, ok, detail, std::nullopt};
-}
-
 std::string violation_text(const std::optional<BoundsViolation>& v) {
   return v ? to_string(*v) : std::string("no violation");
-}
-
-// Runs `fn`, turning an unexpected exception into a failed check.
-template <class Fn>
-void guarded(std::vector<Check>& checks, const std::string& name, Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    checks.push_back(agreement(name, false, std::string("unexpected error: ") + e.what()));
-  }
-}
-
-void add_paths(RowResult& row, const std::vector<std::string>& paths) {
-  for (const auto& p : paths)
-    if (std::find(row.paths.begin(), row.paths.end(), p) == row.paths.end()) row.paths.push_back(p);
-}
-
-void finish_row(RowResult& row) {
-  row.verdict = Verdict::Passed;
-  for (const Check& c : row.checks) {
-    if (!c.passed) {
-      row.verdict = Verdict::Failed;
-      row.reason = c.name + ": " + c.detail;
-      break;
-    }
-  }
-}
-
-bool same_repair(const RepairResult& a, const RepairResult& b, std::string* why) {
-  std::ostringstream os;
-  if (a.warnings != b.warnings) os << "warnings " << a.warnings << " vs " << b.warnings << "; ";
-  if (a.bad_bags != b.bad_bags) os << "bad_bags " << a.bad_bags << " vs " << b.bad_bags << "; ";
-  if (a.bad_last_offset != b.bad_last_offset)
-    os << "bad_last_offset " << a.bad_last_offset << " vs " << b.bad_last_offset << "; ";
-  if (a.bad_indices != b.bad_indices)
-    os << "bad_indices " << a.bad_indices << " vs " << b.bad_indices << "; ";
-  auto first_diff = [](const std::vector<std::int64_t>& x, const std::vector<std::int64_t>& y) {
-    if (x.size() != y.size()) return std::int64_t{-2};
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (x[i] != y[i]) return static_cast<std::int64_t>(i);
-    return std::int64_t{-1};
-  };
-  if (auto d = first_diff(a.offsets, b.offsets); d != -1)
-    os << (d == -2 ? std::string("offsets lengths differ; ")
-                   : "offsets differ first at " + std::to_string(d) + "; ");
-  if (auto d = first_diff(a.indices, b.indices); d != -1)
-    os << (d == -2 ? std::string("indices lengths differ; ")
-                   : "indices differ first at " + std::to_string(d) + "; ");
-  *why = os.str();
-  return why->empty();
 }
 
 }  // namespace
 
 // ---- small public helpers -------------------------------------------------------------------
-
-std::string to_string(Verdict v) {
-  switch (v) {
-    case Verdict::Passed:
-      return "passed";
-    case Verdict::Failed:
-      return "failed";
-    default:
-      return "skipped";
-  }
-}
-
-std::string to_string(Target t) { return t == Target::Device ? "gpu" : "cpu-self-check"; }
-
-const Check* RowResult::worst_check() const {
-  const Check* worst = nullptr;
-  for (const Check& c : checks) {
-    if (!c.report) continue;
-    const double pos = std::abs(c.report->worst.position);
-    if (!worst || pos > std::abs(worst->report->worst.position) || std::isnan(pos)) worst = &c;
-  }
-  return worst;
-}
 
 Verdict CaseResult::verdict() const {
   // Failed if any row failed. A case whose device row was skipped (no GPU, not applicable) is
@@ -454,21 +346,15 @@ void device_forward_valid(Backend& dev, const ForwardProblem& p, const ForwardSt
                           std::int64_t expected_warnings, const std::string& prefix,
                           RowResult& row, DeviceCapture& cap) {
   const OutputLayout layout = make_output_layout(p);
-  OutputBuffer out(p.options.policy.output, layout.numel);
-  ForwardStats stats;
-  cap.ran = true;
-  try {
-    stats = dev.forward(p, out.data(), strategy);
-    cap.output = output_bytes(out, p.options.policy.output, layout.numel);
-    cap.warnings = stats.warnings;
-  } catch (const std::exception& e) {
-    cap.error = dynamic_cast<const BoundsCheckError*>(&e)   ? "bounds_check"
-                : dynamic_cast<const InvalidArgument*>(&e) ? "invalid_argument"
-                                                           : "device_error";
+  PoisonedOutput out(p.options.policy.output, layout.numel);
+  cap.call = call_forward(dev, p, strategy, out.data());
+  if (!cap.call->ok()) {
     row.checks.push_back(
-        agreement(prefix + "forward", false, std::string("unexpected error: ") + e.what()));
+        agreement(prefix + "forward", false, "unexpected error: " + cap.call->what));
     return;
   }
+  cap.output = out.output();
+  const ForwardStats& stats = cap.call->stats;
   add_paths(row, stats.paths);
   row.warnings_got += stats.warnings;
   row.checks.push_back(agreement(prefix + "canary", out.canary_intact(),
@@ -513,23 +399,23 @@ void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fuse
                                    "the malformed copy has no violation (injection failed)"));
     return;
   }
-  OutputBuffer out(bad.options.policy.output, make_output_layout(bad).numel);
+  PoisonedOutput out(bad.options.policy.output, make_output_layout(bad).numel);
+  cap_malformed.call = call_forward(dev, bad, strategy, out.data());
+  const ForwardCall& call = *cap_malformed.call;
   std::string got;
   bool ok = false;
-  cap_malformed.ran = true;
-  try {
-    ForwardStats stats = dev.forward(bad, out.data(), strategy);
-    add_paths(row, stats.paths);
-    got = "no error";
-    cap_malformed.output = output_bytes(out, bad.options.policy.output, make_output_layout(bad).numel);
-    cap_malformed.warnings = stats.warnings;
-  } catch (const BoundsCheckError& e) {
-    ok = e.violation() == *expected;
-    got = "BoundsCheckError(" + to_string(e.violation()) + ")";
-    cap_malformed.error = "bounds_check";
-  } catch (const std::exception& e) {
-    got = std::string("other error: ") + e.what();
-    cap_malformed.error = dynamic_cast<const InvalidArgument*>(&e) ? "invalid_argument" : "device_error";
+  switch (call.outcome) {
+    case ForwardCall::Outcome::Output:
+      add_paths(row, call.stats.paths);
+      got = "no error";
+      cap_malformed.output = out.output();
+      break;
+    case ForwardCall::Outcome::BoundsError:
+      ok = call.violation == *expected;
+      got = call.error_text();
+      break;
+    default:
+      got = "other error: " + call.what;
   }
   row.checks.push_back(
       agreement("malformed.error", ok,
@@ -621,7 +507,7 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
   // The reference's rounded output must lie inside its own enclosures; its warning count must
   // equal the repair's.
   guarded(row.checks, "oracle.reference", [&] {
-    OutputBuffer out(p.options.policy.output, layout.numel);
+    PoisonedOutput out(p.options.policy.output, layout.numel);
     const ForwardStats stats = forward_reference(p, out.data());
     add_paths(row, stats.paths);
     row.warnings_got = stats.warnings;
@@ -678,7 +564,7 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
       }
       row.checks.push_back(agreement(name, ok, "got " + got));
     };
-    OutputBuffer out(bad.options.policy.output, make_output_layout(bad).numel);
+    PoisonedOutput out(bad.options.policy.output, make_output_layout(bad).numel);
     expect_throw("fatal.forward", [&] { forward_reference(bad, out.data()); });
     row.checks.push_back(
         agreement("fatal.untouched", out.untouched(),
@@ -835,14 +721,10 @@ CaseResult Runner::run(const CaseAxes& c) {
     const std::string dir = cfg_.save_failures_dir + "/" + result.label;
     try {
       cf.problem = io::copy_case(judged);
-      if (row.target == Target::Device && cap.ran) {
-        io::RecordedOutputs rec;
-        rec.implementation = cfg_.device->name() + " (" + (fused ? "fused" : "separate") + " bounds check)";
-        rec.output_dtype = judged.options.policy.output;
-        rec.output = cap.output;
-        rec.warnings = cap.warnings;
-        rec.error = cap.error;
-        cf.recorded = std::move(rec);
+      if (row.target == Target::Device && cap.call) {
+        cf.recorded = recorded_outputs(
+            *cap.call, cap.output, judged.options.policy.output,
+            cfg_.device->name() + " (" + (fused ? "fused" : "separate") + " bounds check)");
         cf.expect = io::Expectation{"pass", ""};  // what the suite requires of the backend
       }
       io::write_case(dir, cf);
@@ -857,4 +739,4 @@ CaseResult Runner::run(const CaseAxes& c) {
   return result;
 }
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

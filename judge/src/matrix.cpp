@@ -1,11 +1,11 @@
 // Axes, case enumeration and the greedy pairwise covering design of tbe-verify.
-#include "verify/matrix.h"
+#include "tbe/judge/matrix.h"
 
 #include <algorithm>
 #include <array>
 #include <stdexcept>
 
-namespace tbe::verify {
+namespace tbe::judge {
 namespace {
 
 // A case as 6 factor levels: precision level, weighted, index, pooling, bounds, vbe.
@@ -345,4 +345,4 @@ bool CaseFilter::pins_one_case() const {
   return true;
 }
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

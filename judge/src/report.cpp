@@ -1,7 +1,5 @@
 // Tables, JSON, replay commands and progress of tbe-verify.
-#include "verify/report.h"
-
-#include "verify/case_commands.h"
+#include "tbe/judge/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +8,9 @@
 #include <ostream>
 #include <sstream>
 
-namespace tbe::verify {
+#include "tbe/judge/case_commands.h"
+
+namespace tbe::judge {
 namespace {
 
 std::string fixed(double v, int digits) {
@@ -430,4 +430,4 @@ void Progress::finish() {
   if (tty_ && last_width_ > 0) os_ << "\r" << std::string(last_width_, ' ') << "\r" << std::flush;
 }
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

@@ -1,5 +1,5 @@
 // tbe-verify's IKBO rows (ikbo_rows.h).
-#include "verify/ikbo_rows.h"
+#include "tbe/judge/ikbo_rows.h"
 
 #include <chrono>
 #include <cmath>
@@ -8,10 +8,12 @@
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
+#include "tbe/judge/poisoned_output.h"
+#include "tbe/judge/runner.h"
 #include "tbe/oracle/ikbo_oracle.h"
 #include "tbe/oracle/report_json.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 
 namespace {
 
@@ -19,6 +21,13 @@ using ikbo::MapKind;
 
 constexpr std::size_t kCanaryBytes = 64;
 constexpr std::byte kPoison{0x7E};  // FP16 0x7E7E is NaN; every canary byte must survive
+constexpr std::byte kUntouched{0x5A};  // the bad-map call's buffer: no byte may change
+
+// The output buffer of one IKBO call: numel elements of st, then a canary of kCanaryBytes.
+PoisonedOutput ikbo_output(DType st, std::int64_t numel, std::byte poison) {
+  return PoisonedOutput(st, numel, static_cast<std::int64_t>(kCanaryBytes / dtype_size(st)),
+                        poison);
+}
 
 std::string pad(std::string s, std::size_t w) {
   if (s.size() < w) s.append(w - s.size(), ' ');
@@ -48,8 +57,7 @@ RowResult run_target(Target target, const std::string& backend, const Problem& p
   row.target = target;
   row.paths.push_back(backend);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(st);
-  std::vector<std::byte> out(bytes + kCanaryBytes, kPoison);
+  PoisonedOutput out = ikbo_output(st, numel, kPoison);
   bool ran = true;
   try {
     call(p, out.data());
@@ -62,8 +70,7 @@ RowResult run_target(Target target, const std::string& backend, const Problem& p
     for (std::int64_t i = 0; i < numel; ++i) values[i] = load_as_double(st, out.data(), i);
     oracle::CheckReport rep = judge(values);
     row.checks.push_back({"oracle", rep.passed(), rep.summary(), rep});
-    bool canary = true;
-    for (std::size_t i = bytes; i < out.size(); ++i) canary = canary && out[i] == kPoison;
+    const bool canary = out.canary_intact();
     row.checks.push_back({"canary", canary,
                           canary ? "sentinels past the end intact"
                                  : "the backend wrote past the end of the output",
@@ -75,8 +82,7 @@ RowResult run_target(Target target, const std::string& backend, const Problem& p
     bad.back() = static_cast<std::int32_t>(p.U);
     Problem q = p;
     q.cand_to_user = bad.data();
-    std::vector<std::byte> untouched(bytes + kCanaryBytes, std::byte{0x5A});
-    const auto copy = untouched;
+    PoisonedOutput untouched = ikbo_output(st, numel, kUntouched);
     const std::string want = "cand_to_user[" + std::to_string(p.B - 1) + "]";
     std::string detail;
     bool ok = false;
@@ -84,20 +90,16 @@ RowResult run_target(Target target, const std::string& backend, const Problem& p
       call(q, untouched.data());
       detail = "no error for cand_to_user[" + std::to_string(p.B - 1) + "] = U";
     } catch (const InvalidArgument& e) {
-      ok = e.argument() == want && untouched == copy;
-      detail = std::string(e.what()) + (untouched == copy ? "" : " (but the output was written)");
+      ok = e.argument() == want && untouched.untouched();
+      detail = std::string(e.what()) +
+               (untouched.untouched() ? "" : " (but the output was written)");
       if (e.argument() != want) detail += " (argument '" + e.argument() + "', want '" + want + "')";
     } catch (const std::exception& e) {
       detail = std::string("wrong error type: ") + e.what();
     }
     row.checks.push_back({"error.bad-map", ok, detail, {}});
   }
-  row.verdict = Verdict::Passed;
-  for (const Check& c : row.checks)
-    if (!c.passed) {
-      row.verdict = Verdict::Failed;
-      if (row.reason.empty()) row.reason = c.name + ": " + c.detail;
-    }
+  finish_row(row);
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return row;
 }
@@ -289,4 +291,4 @@ nlohmann::json ikbo_rows_json(const IkboConfig& cfg, const std::vector<IkboRowRe
   return j;
 }
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

@@ -22,7 +22,7 @@
 #include "tbe/precision.h"
 #include "tbe/types.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 
 /// One precision level of the matrix: a policy family, the weight storage and the output type.
 struct PrecisionLevel {
@@ -102,4 +102,4 @@ class CaseFilter {
   std::string text_;
 };
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

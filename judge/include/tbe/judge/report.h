@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "tbe/judge/matrix.h"
+#include "tbe/judge/runner.h"
 #include "tbe/workloads.h"
-#include "verify/matrix.h"
-#include "verify/runner.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 
 /// Everything about a run that is not a case result.
 struct RunInfo {
@@ -75,4 +75,4 @@ class Progress {
 /// "policy=seed-default w=fp16 out=fp32 ..." (the label with spaces, for humans).
 std::string spaced_label(const CaseAxes& c);
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

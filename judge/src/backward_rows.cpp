@@ -1,5 +1,5 @@
 // tbe-verify's backward rows (verify/backward_rows.h).
-#include "verify/backward_rows.h"
+#include "tbe/judge/backward_rows.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +12,10 @@
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
+#include "tbe/judge/runner.h"
 #include "tbe/oracle/backward_oracle.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 namespace {
 
 constexpr std::uint64_t kGradStream = 0x6772'6164'0000'0000ULL;      // "grad"
@@ -162,10 +163,6 @@ BackwardResultBuffers fresh_outputs(const BackwardInputs& in) {
   return r;
 }
 
-Check agreement(const std::string& name, bool ok, const std::string& detail) {
-  return Check{name, ok, detail, std::nullopt};
-}
-
 // The route's strategy; long routes lower the threshold when the slice's longest run is short.
 BackwardStrategy strategy_for(const BackwardRowAxes& a, std::int64_t max_sl) {
   BackwardStrategy s;
@@ -188,16 +185,6 @@ void add_report_checks(RowResult& row, const oracle::BackwardCheckReport& rep, c
     Check c{prefix + r.check, r.passed(), r.summary(), r};
     row.checks.push_back(std::move(c));
   }
-}
-
-void finish_row(RowResult& row) {
-  row.verdict = Verdict::Passed;
-  for (const Check& c : row.checks)
-    if (!c.passed) {
-      row.verdict = Verdict::Failed;
-      row.reason = c.name + ": " + c.detail;
-      break;
-    }
 }
 
 }  // namespace
@@ -505,4 +492,4 @@ nlohmann::json backward_to_json(const std::vector<BackwardRowResult>& rows) {
   return arr;
 }
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

@@ -11,40 +11,11 @@
 
 #include "tbe/backend.h"
 #include "tbe/host_case.h"
-#include "tbe/oracle/forward_oracle.h"
+#include "tbe/judge/matrix.h"
+#include "tbe/judge/row.h"
 #include "tbe/workloads.h"
-#include "verify/matrix.h"
 
-namespace tbe::verify {
-
-enum class Verdict : std::uint8_t { Passed, Failed, Skipped };
-std::string to_string(Verdict v);  // "passed", "failed", "skipped"
-
-/// What a row judges. Device: the backend under test (CUDA) against the oracle and the reference.
-/// SelfCheck: the reference and the oracle against each other on the CPU (run when no GPU).
-enum class Target : std::uint8_t { Device, SelfCheck };
-std::string to_string(Target t);  // "gpu", "cpu-self-check"
-
-/// One check inside a row: an oracle judgement of an output or an agreement/invariant.
-struct Check {
-  std::string name;  ///< e.g. "oracle", "warnings", "repair", "fatal.malformed", "canary"
-  bool passed = true;
-  std::string detail;  ///< the oracle summary, or what was expected and what came back
-  std::optional<oracle::CheckReport> report;  ///< set when an output was judged
-};
-
-struct RowResult {
-  Target target = Target::Device;
-  Verdict verdict = Verdict::Skipped;
-  std::string reason;  ///< skip reason, or the first failed check's detail
-  std::vector<Check> checks;
-  std::int64_t warnings_expected = 0;  ///< reference repair's warning count
-  std::int64_t warnings_got = 0;       ///< the judged side's count
-  std::vector<std::string> paths;      ///< ForwardStats::paths of every call, deduplicated
-  double seconds = 0.0;
-  /// The judged output check with the largest |position| (nullptr if no output was judged).
-  const Check* worst_check() const;
-};
+namespace tbe::judge {
 
 /// The input a case runs on (valid, or the malformed copy of bounds warning/ignore/fatal).
 struct CaseInput {
@@ -134,4 +105,4 @@ FaultSet fault_set_for(const CaseAxes& c);
 /// FNV-1a of a string (stable across platforms): used to derive per-case choices from labels.
 std::uint64_t stable_hash(const std::string& s);
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

@@ -18,10 +18,10 @@
 
 #include "tbe/backend.h"
 #include "tbe/backward.h"
+#include "tbe/judge/row.h"
 #include "tbe/workloads.h"
-#include "verify/runner.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 
 /// The route a row asks for (BackwardStrategy): short = every run owned by one program
 /// (long_run_threshold above every SL); chunked / fused = the long-run paths.
@@ -115,4 +115,4 @@ struct BackwardTotals {
 };
 BackwardTotals count_backward_rows(const std::vector<BackwardRowResult>& rows);
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

@@ -14,17 +14,18 @@
 #include "tbe/io/case_file.h"
 #include "tbe/oracle/forward_oracle.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 
 /// Exit statuses shared with the matrix: 0 fine, 1 failed, 3 the case could not be read.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitError = 3;
 
-/// `tbe-verify replay DIR`. `device`: the backend to replay on (nullptr: look for CUDA; if none,
-/// the GPU side is reported as skipped with `skip_reason`). Returns the exit status: 0 when the
-/// CPU side is fine and the GPU side passed or was skipped, 1 otherwise, 3 for an unreadable case.
-int replay_case(const std::string& dir, std::ostream& os, Backend* device = nullptr,
+/// `tbe-verify replay DIR`. `device`: the backend to replay on, found by the caller (nullptr: the
+/// GPU side is reported as skipped with `skip_reason`, e.g. why select_backend(Cuda) failed).
+/// Returns the exit status: 0 when the CPU side is fine and the GPU side passed or was skipped,
+/// 1 otherwise, 3 for an unreadable case.
+int replay_case(const std::string& dir, std::ostream& os, Backend* device,
                 const std::string& skip_reason = "");
 
 /// `tbe-verify check DIR`: 0 when the verdict on the recorded outputs equals the case's expected
@@ -42,4 +43,4 @@ bool judge_recorded(io::CaseFile& c, std::optional<oracle::CheckReport>* report,
 std::string replay_case_command(const std::string& dir);
 std::string check_case_command(const std::string& dir);
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

@@ -1,5 +1,5 @@
 // tbe-verify replay / check on case folders.
-#include "verify/case_commands.h"
+#include "tbe/judge/case_commands.h"
 
 #include <cmath>
 #include <cstdio>
@@ -10,8 +10,11 @@
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
+#include "tbe/judge/forward_call.h"
+#include "tbe/judge/forward_judgement.h"
+#include "tbe/judge/poisoned_output.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 namespace {
 
 constexpr std::size_t kCanaryBytes = 256;
@@ -59,91 +62,76 @@ std::string worst_text(const oracle::CheckReport& r) {
   return os.str();
 }
 
+/// The outcome classes replay compares across sides (every error but a bounds or argument error
+/// is one class).
+enum class Kind { Ok, Bounds, Invalid, Other };
+Kind kind_of(const ForwardCall& c) {
+  switch (c.outcome) {
+    case ForwardCall::Outcome::Output:
+      return Kind::Ok;
+    case ForwardCall::Outcome::BoundsError:
+      return Kind::Bounds;
+    case ForwardCall::Outcome::InvalidArgument:
+      return Kind::Invalid;
+    default:
+      return Kind::Other;
+  }
+}
+
 /// What one forward call did.
 struct Side {
   std::string name;
   bool ran = false;
   std::string skip_reason;
-  enum class Kind { Ok, Bounds, Invalid, Other } kind = Kind::Ok;
-  BoundsViolation violation;
-  std::string what;
-  ForwardStats stats;
+  ForwardCall call;
   bool canary_intact = true;
   bool untouched = true;
   std::optional<oracle::CheckReport> report;
   std::vector<std::string> problems;  // why this side failed
   bool passed() const { return ran && problems.empty(); }
+  Kind kind() const { return kind_of(call); }
 };
 
 std::string outcome_text(const Side& s) {
-  switch (s.kind) {
-    case Side::Kind::Ok:
-      return "output, " + std::to_string(s.stats.warnings) + " warnings";
-    case Side::Kind::Bounds:
-      return "BoundsCheckError(" + to_string(s.violation) + ")";
-    case Side::Kind::Invalid:
-      return "InvalidArgument: " + s.what;
+  switch (s.kind()) {
+    case Kind::Ok:
+      return "output, " + std::to_string(s.call.stats.warnings) + " warnings";
+    case Kind::Bounds:
+      return s.call.error_text();
+    case Kind::Invalid:
+      return "InvalidArgument: " + s.call.what;
     default:
-      return "error: " + s.what;
+      return "error: " + s.call.what;
   }
 }
 
-/// The reference's expectations for a case: the FATAL offender (if any) and the warning count.
-struct Expected {
-  std::optional<BoundsViolation> violation;
-  std::int64_t warnings = 0;
-};
-
-Expected expected_of(const ForwardProblem& p) {
-  Expected e;
-  if (p.options.bounds_check == BoundsCheckMode::Fatal) e.violation = find_first_violation(p);
-  if (!e.violation) e.warnings = repair(p).warnings;
-  return e;
-}
-
 Side run_side(const std::string& name, Backend& b, const ForwardProblem& p,
-              const ForwardStrategy& strategy, const Expected& ex) {
+              const ForwardStrategy& strategy, const ForwardExpectation& ex) {
   Side s;
   s.name = name;
   s.ran = true;
   const OutputLayout layout = make_output_layout(p);
-  const std::size_t bytes =
-      static_cast<std::size_t>(layout.numel) * dtype_size(p.options.policy.output);
-  std::vector<std::byte> out(bytes + kCanaryBytes, std::byte{0xFF});  // NaN poison + canary
-  try {
-    s.stats = b.forward(p, out.data(), strategy);
-  } catch (const BoundsCheckError& e) {
-    s.kind = Side::Kind::Bounds;
-    s.violation = e.violation();
-    s.what = e.what();
-  } catch (const InvalidArgument& e) {
-    s.kind = Side::Kind::Invalid;
-    s.what = e.what();
-  } catch (const std::exception& e) {
-    s.kind = Side::Kind::Other;
-    s.what = e.what();
-  }
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (out[i] != std::byte{0xFF}) {
-      if (i >= bytes) s.canary_intact = false;
-      s.untouched = false;
-    }
-  }
+  const DType out_t = p.options.policy.output;
+  PoisonedOutput out(out_t, layout.numel,
+                     static_cast<std::int64_t>(kCanaryBytes / dtype_size(out_t)));
+  s.call = call_forward(b, p, strategy, out.data());
+  s.canary_intact = out.canary_intact();
+  s.untouched = out.untouched();
   if (!s.canary_intact) s.problems.push_back("wrote past the end of the output (canary)");
   if (ex.violation) {
-    if (s.kind != Side::Kind::Bounds || !(s.violation == *ex.violation))
+    if (s.kind() != Kind::Bounds || !(s.call.violation == *ex.violation))
       s.problems.push_back("expected BoundsCheckError(" + to_string(*ex.violation) + "), got " +
                            outcome_text(s));
     else if (!s.untouched)
       s.problems.push_back("output written despite the error");
     return s;
   }
-  if (s.kind != Side::Kind::Ok) {
+  if (s.kind() != Kind::Ok) {
     s.problems.push_back("expected an output, got " + outcome_text(s));
     return s;
   }
-  if (s.stats.warnings != ex.warnings)
-    s.problems.push_back("warnings " + std::to_string(s.stats.warnings) + " != " +
+  if (s.call.stats.warnings != ex.warnings)
+    s.problems.push_back("warnings " + std::to_string(s.call.stats.warnings) + " != " +
                          std::to_string(ex.warnings) + " (tbe::repair)");
   s.report = oracle::check_forward(p, out.data());
   if (!s.report->passed()) s.problems.push_back("oracle: " + s.report->summary());
@@ -157,9 +145,9 @@ void print_side(std::ostream& os, const Side& s) {
     return;
   }
   os << outcome_text(s);
-  if (!s.stats.paths.empty()) {
+  if (!s.call.stats.paths.empty()) {
     os << "; paths";
-    for (const auto& p : s.stats.paths) os << " " << p;
+    for (const auto& p : s.call.stats.paths) os << " " << p;
   }
   os << "\n";
   if (s.report) os << "    oracle: " << s.report->summary() << "\n";
@@ -203,7 +191,7 @@ int replay_case(const std::string& dir, std::ostream& os, Backend* device,
   os << replay_case_command(dir) << "\n";
   print_case_header(os, c);
   const ForwardProblem p = c.problem.view();
-  const Expected ex = expected_of(p);
+  const ForwardExpectation ex = expect_forward(p);
   os << "reference expects: "
      << (ex.violation ? "BoundsCheckError(" + to_string(*ex.violation) + ")"
                       : "an output with " + std::to_string(ex.warnings) + " warnings")
@@ -213,16 +201,6 @@ int replay_case(const std::string& dir, std::ostream& os, Backend* device,
   auto cpu = make_reference_backend();
   sides.push_back(run_side("cpu (" + cpu->name() + ")", *cpu, p, {}, ex));
 
-  std::unique_ptr<Backend> owned;
-  std::string why = skip_reason;
-  if (!device) {
-    try {
-      owned = select_backend(BackendKind::Cuda);
-      device = owned.get();
-    } catch (const Error& e) {
-      why = e.what();
-    }
-  }
   if (device) {
     for (bool fused : {true, false}) {
       ForwardStrategy st;
@@ -234,7 +212,7 @@ int replay_case(const std::string& dir, std::ostream& os, Backend* device,
   } else {
     Side s;
     s.name = "gpu";
-    s.skip_reason = "no GPU: " + (why.empty() ? std::string("none found") : why);
+    s.skip_reason = "no GPU: " + (skip_reason.empty() ? std::string("none found") : skip_reason);
     sides.push_back(s);
   }
   os << "results:\n";
@@ -247,19 +225,20 @@ int replay_case(const std::string& dir, std::ostream& os, Backend* device,
   for (std::size_t i = 1; i < sides.size(); ++i) {
     const Side& s = sides[i];
     if (!s.ran) continue;
-    const bool same = s.kind == ref.kind &&
-                      (s.kind != Side::Kind::Bounds || s.violation == ref.violation) &&
-                      (s.kind != Side::Kind::Ok || s.stats.warnings == ref.stats.warnings);
+    const bool same = s.kind() == ref.kind() &&
+                      (s.kind() != Kind::Bounds || s.call.violation == ref.call.violation) &&
+                      (s.kind() != Kind::Ok || s.call.stats.warnings == ref.call.stats.warnings);
     agree = agree && same;
     if (!same) agreement += "\n  - " + s.name + ": " + outcome_text(s) + " vs cpu: " + outcome_text(ref);
   }
-  os << "warnings: cpu " << (ref.kind == Side::Kind::Ok ? std::to_string(ref.stats.warnings) : "-");
+  auto warnings_text = [](const Side& s) {
+    return s.ran && s.kind() == Kind::Ok ? std::to_string(s.call.stats.warnings) : "-";
+  };
+  os << "warnings: cpu " << warnings_text(ref);
   for (std::size_t i = 1; i < sides.size(); ++i)
-    os << ", " << sides[i].name << " "
-       << (sides[i].ran && sides[i].kind == Side::Kind::Ok ? std::to_string(sides[i].stats.warnings)
-                                                            : "-");
+    os << ", " << sides[i].name << " " << warnings_text(sides[i]);
   os << " (expected " << (ex.violation ? std::string("none: FATAL raises") : std::to_string(ex.warnings)) << ")\n";
-  const std::string ref_kind = ref.kind == Side::Kind::Ok ? std::string("an output") : outcome_text(ref);
+  const std::string ref_kind = ref.kind() == Kind::Ok ? std::string("an output") : outcome_text(ref);
   os << "errors: " << (agree ? "agree (every side that ran: " + ref_kind + ")" : "DISAGREE" + agreement) << "\n";
 
   const bool cpu_ok = ref.passed();
@@ -278,7 +257,7 @@ bool judge_recorded(io::CaseFile& c, std::optional<oracle::CheckReport>* report,
                     std::ostream* os) {
   const io::RecordedOutputs& r = *c.recorded;
   const ForwardProblem p = c.problem.view();
-  const Expected ex = expected_of(p);
+  const ForwardExpectation ex = expect_forward(p);
   std::vector<std::string> problems;
   if (os)
     *os << "reference: "
@@ -361,4 +340,4 @@ int check_case(const std::string& dir, std::ostream& os) {
   return kExitFailed;
 }
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge

@@ -15,9 +15,9 @@
 
 #include "tbe/ikbo.h"
 #include "tbe/ikbo_workloads.h"
-#include "verify/runner.h"
+#include "tbe/judge/row.h"
 
-namespace tbe::verify {
+namespace tbe::judge {
 
 enum class IkboOp : std::uint8_t { Lce, Attention };
 std::string to_string(IkboOp op);  ///< "lce", "attention"
@@ -78,4 +78,4 @@ void print_ikbo_rows(std::ostream& os, const IkboConfig& cfg,
                      const std::vector<IkboRowResult>& results);
 nlohmann::json ikbo_rows_json(const IkboConfig& cfg, const std::vector<IkboRowResult>& results);
 
-}  // namespace tbe::verify
+}  // namespace tbe::judge
