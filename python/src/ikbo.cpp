@@ -163,6 +163,19 @@ const std::int32_t* cand_to_user_data(const HostTensor& t, std::vector<std::int3
   return copy.data();
 }
 
+void check_lce_output(const LceProblem& q, const HostTensor& out) {
+  out.expect_dtype(q.policy.storage, "policy.storage");
+  out.expect_numel(ikbo::lce_output_numel(q), "the LCE output [B, M, N] = [" + s(q.B) + ", " +
+                                                  s(q.M) + ", " + s(q.N) + "]");
+}
+
+void check_attention_output(const AttentionProblem& a, const HostTensor& out) {
+  out.expect_dtype(a.policy.storage, "policy.storage");
+  out.expect_numel(ikbo::attention_output_numel(a), "the attention output [B*n_seed, H, Dh] = [" +
+                                                        s(a.B * a.n_seed) + ", " + s(a.H) + ", " +
+                                                        s(a.Dh) + "]");
+}
+
 void bind_ikbo(py::module_& m) {
   py::enum_<LceRounding>(m, "LceRounding",
                          "Where LCE rounds to the storage type (docs/ikbo.md): PUBLISHED "
@@ -276,9 +289,7 @@ owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 =
       [](const PyLceProblem& p, py::handle output) {
         const LceProblem& q = p.problem;
         HostTensor out = HostTensor::borrow(output, "output");
-        out.expect_dtype(q.policy.storage, "policy.storage");
-        out.expect_numel(ikbo::lce_output_numel(q), "the LCE output [B, M, N] = [" + s(q.B) +
-                                                        ", " + s(q.M) + ", " + s(q.N) + "]");
+        check_lce_output(q, out);
         const std::vector<double> values = out.to_double();
         py::gil_scoped_release nogil;
         return oracle::check_lce_values(q, values);
@@ -318,10 +329,7 @@ owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 =
       [](const PyAttentionProblem& p, py::handle output) {
         const AttentionProblem& a = p.problem;
         HostTensor out = HostTensor::borrow(output, "output");
-        out.expect_dtype(a.policy.storage, "policy.storage");
-        out.expect_numel(ikbo::attention_output_numel(a),
-                         "the attention output [B*n_seed, H, Dh] = [" + s(a.B * a.n_seed) + ", " +
-                             s(a.H) + ", " + s(a.Dh) + "]");
+        check_attention_output(a, out);
         const std::vector<double> values = out.to_double();
         py::gil_scoped_release nogil;
         return oracle::check_attention_values(a, values);
