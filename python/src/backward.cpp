@@ -41,12 +41,22 @@ std::shared_ptr<PyBackwardProblem> make_backward_problem(py::object forward, py:
   return p;
 }
 
+}  // namespace
+
 void check_weights_after(const PyBackwardProblem& p, const HostTensor& w) {
   w.expect_dtype(p.forward->weights.dtype(), "the weights of the forward problem");
   w.expect_numel(p.forward->weights.numel(), "the whole weights buffer of the forward problem");
 }
 
-}  // namespace
+void check_momentum_after(const PyBackwardProblem& p, const HostTensor& m) {
+  m.expect_dtype(DType::F32, "the rowwise Adagrad momentum");
+  m.expect_numel(total_rows(p.forward->view().tables), "one momentum per row (sum_t E_t)");
+}
+
+void check_per_sample_weight_grad(const PyBackwardProblem& p, const HostTensor& g) {
+  g.expect_dtype(DType::F32, "the per-sample-weight gradient");
+  g.expect_numel(p.forward->indices.numel(), "one gradient per index (N)");
+}
 
 BackwardProblem PyBackwardProblem::view() const {
   BackwardProblem p;
@@ -229,15 +239,9 @@ Checked here: element types, the C++ validate(), then grad_output and momentum s
         HostTensor w = HostTensor::borrow(weights, "weights");
         check_weights_after(p, w);
         std::optional<HostTensor> mom = borrow_optional(momentum, "momentum");
-        if (mom) {
-          mom->expect_dtype(DType::F32, "the rowwise Adagrad momentum");
-          mom->expect_numel(total_rows(p.forward->view().tables), "one momentum per row (sum_t E_t)");
-        }
+        if (mom) check_momentum_after(p, *mom);
         std::optional<HostTensor> g = borrow_optional(per_sample_weight_grad, "per_sample_weight_grad");
-        if (g) {
-          g->expect_dtype(DType::F32, "the per-sample-weight gradient");
-          g->expect_numel(p.forward->indices.numel(), "one gradient per index (N)");
-        }
+        if (g) check_per_sample_weight_grad(p, *g);
         oracle::BackwardResultView result;
         result.weights = w.data();
         result.momentum = mom ? static_cast<const float*>(mom->data()) : nullptr;

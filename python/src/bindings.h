@@ -71,9 +71,23 @@ struct PyAttentionProblem {
   ikbo::AttentionProblem problem;
 };
 
+/// The arrays of a backward result, checked against `p` before any element is read (check_backward,
+/// write_case): the whole weights buffer after the call (dtype and element count of the forward
+/// weights), the momentum (float32, sum_t E_t), the per-sample-weight gradient (float32, N).
+/// Throw py::type_error (dtype) / InvalidArgument (element count) naming the array.
+void check_weights_after(const PyBackwardProblem& p, const HostTensor& weights);
+void check_momentum_after(const PyBackwardProblem& p, const HostTensor& momentum);
+void check_per_sample_weight_grad(const PyBackwardProblem& p, const HostTensor& grad);
+
 /// Shared by the IKBO problems: cand_to_user as an int32 pointer (int64 arrays are copied into
 /// `copy` with a range check).
 const std::int32_t* cand_to_user_data(const HostTensor& t, std::vector<std::int32_t>& copy);
+
+/// An IKBO output checked against its problem before any element is read (check_lce /
+/// check_attention, write_case): dtype policy.storage (py::type_error), B·M·N resp. B·n_seed·H·Dh
+/// elements in any shape (InvalidArgument), both naming the array.
+void check_lce_output(const ikbo::LceProblem& q, const HostTensor& out);
+void check_attention_output(const ikbo::AttentionProblem& a, const HostTensor& out);
 
 // Binding entry points (one per source file), called in this order by module.cpp.
 void bind_errors(py::module_& m);

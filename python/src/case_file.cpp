@@ -1,19 +1,30 @@
-// Case folders (tbe/io/case_file.h, docs/case-files.md): read_case / write_case of forward cases,
-// with the outputs an implementation recorded and the expected verdict.
-//
-// Hook for the other operators: io/ reads and writes forward case folders only ("operator":
-// "forward"). When io/ gains backward / IKBO case folders, bind their readers and writers here
-// next to these, with CaseFile.problem holding a BackwardProblem / LceProblem / AttentionProblem
-// built through the Python constructors (so every check of those classes runs), and add the
-// operator's name to CASE_OPERATORS.
+// Case folders (docs/case-files.md): the forward classes (CaseFile, RecordedOutputs), the shared
+// Expectation, and read_case / write_case / read_case_operator over every operator
+// (tbe/io/any_case_file.h). The other operators' classes: case_file_backward.cpp,
+// case_file_ikbo.cpp.
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <variant>
 
-#include "bindings.h"
-#include "tbe/io/case_file.h"
+#include "case_file.h"
 
 namespace tbe::python {
+
+py::object module_class(const char* name) { return py::module_::import("tbe_verify").attr(name); }
+
+std::vector<std::byte> bytes_of(const HostTensor& t) {
+  std::vector<std::byte> b(static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
+  if (!b.empty()) std::memcpy(b.data(), t.data(), b.size());
+  return b;
+}
+
+std::vector<float> floats_of(const HostTensor& t) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  if (!v.empty()) std::memcpy(v.data(), t.data(), v.size() * sizeof(float));
+  return v;
+}
+
 namespace {
 
 /// RecordedOutputs with the output as a Python array.
@@ -42,8 +53,9 @@ py::object index_array(DType t, const std::vector<std::int64_t>& v) {
   return make_array(shape, std::span<const std::int32_t>(narrow));
 }
 
-py::object forward_problem_of(io::CaseFile& c) {
-  ForwardCase& f = c.problem;
+}  // namespace
+
+py::object forward_problem_of(ForwardCase& f) {
   f.view();  // throws InvalidArgument if an int32 case holds an index that does not fit
   const std::int64_t n = static_cast<std::int64_t>(f.weights.size() / dtype_size(f.weights_dtype));
   py::dict kw;
@@ -64,23 +76,19 @@ py::object forward_problem_of(io::CaseFile& c) {
   kw["pooling"] = f.options.pooling;
   kw["bounds_check"] = f.options.bounds_check;
   kw["policy"] = f.options.policy;
-  return py::module_::import("tbe_verify")
-      .attr("ForwardProblem")(make_array(f.weights_dtype, {n}, f.weights.data()),
+  return module_class("ForwardProblem")(make_array(f.weights_dtype, {n}, f.weights.data()),
                               index_array(f.index_dtype, f.indices),
                               index_array(f.index_dtype, f.offsets), **kw);
 }
 
-PyCaseFile read_case_file(const std::string& dir) {
-  io::CaseFile c;
-  {
-    py::gil_scoped_release nogil;
-    c = io::read_case(dir);
-  }
+namespace {
+
+py::object to_python(io::CaseFile& c) {
   PyCaseFile r;
   r.name = c.name;
   r.provenance = c.provenance;
   r.seed = c.seed;
-  r.problem = forward_problem_of(c);
+  r.problem = forward_problem_of(c.problem);
   if (c.recorded) {
     PyRecorded rec;
     rec.implementation = c.recorded->implementation;
@@ -95,15 +103,11 @@ PyCaseFile read_case_file(const std::string& dir) {
     r.recorded = std::move(rec);
   }
   r.expect = c.expect;
-  return r;
+  return py::cast(std::move(r));
 }
 
-void write_case_file(const std::string& dir, const PyCaseFile& c) {
-  if (!py::isinstance<PyForwardProblem>(c.problem))
-    throw py::type_error("case.problem: " +
-                         std::string(py::str(py::type::of(c.problem).attr("__name__"))) +
-                         " is not a tbe_verify.ForwardProblem (forward case folders only)");
-  const auto& fp = c.problem.cast<const PyForwardProblem&>();
+io::CaseFile to_io(const PyCaseFile& c) {
+  const auto& fp = problem_as<PyForwardProblem>(c.problem, "ForwardProblem");
   const ForwardProblem view = fp.view();
   io::CaseFile out;
   out.name = c.name;
@@ -121,12 +125,40 @@ void write_case_file(const std::string& dir, const PyCaseFile& c) {
       t.expect_dtype(rec.output_dtype, "recorded.output_dtype");
       t.expect_numel(make_output_layout(view).numel, "the forward output (shape " +
                                                          shape_text(fp.output_shape()) + ")");
-      rec.output.resize(static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
-      if (!rec.output.empty()) std::memcpy(rec.output.data(), t.data(), rec.output.size());
+      rec.output = bytes_of(t);
     }
     out.recorded = std::move(rec);
   }
   out.expect = c.expect;
+  return out;
+}
+
+// The other operators' converters (case_file.h) next to the forward ones above.
+using python::to_io;
+using python::to_python;
+
+py::object read_any_case(const std::string& dir) {
+  io::AnyCaseFile c;
+  {
+    py::gil_scoped_release nogil;
+    c = io::read_any_case(dir);
+  }
+  return std::visit([](auto& x) { return to_python(x); }, c);
+}
+
+/// `case` as the io case of its operator (the Python case classes, in CaseOperator order).
+io::AnyCaseFile any_case_of(const py::object& c) {
+  if (py::isinstance<PyCaseFile>(c)) return to_io(c.cast<const PyCaseFile&>());
+  if (py::isinstance<PyBackwardCaseFile>(c)) return to_io(c.cast<const PyBackwardCaseFile&>());
+  if (py::isinstance<PyLceCaseFile>(c)) return to_io(c.cast<const PyLceCaseFile&>());
+  if (py::isinstance<PyAttentionCaseFile>(c)) return to_io(c.cast<const PyAttentionCaseFile&>());
+  throw py::type_error("case: " + std::string(py::str(py::type::of(c).attr("__name__"))) +
+                       " is not a tbe_verify.CaseFile, BackwardCaseFile, LceCaseFile or "
+                       "AttentionCaseFile");
+}
+
+void write_any_case(const std::string& dir, const py::object& c) {
+  const io::AnyCaseFile out = any_case_of(c);
   py::gil_scoped_release nogil;
   io::write_case(dir, out);
 }
@@ -134,7 +166,10 @@ void write_case_file(const std::string& dir, const PyCaseFile& c) {
 }  // namespace
 
 void bind_case_file(py::module_& m) {
-  m.attr("CASE_OPERATORS") = py::make_tuple("forward");
+  m.attr("CASE_OPERATORS") =
+      py::make_tuple(io::to_string(io::CaseOperator::Forward), io::to_string(io::CaseOperator::Backward),
+                     io::to_string(io::CaseOperator::IkboLce),
+                     io::to_string(io::CaseOperator::IkboAttention));
 
   py::class_<io::Expectation>(m, "Expectation",
                               "What the suite expects when judging the recorded outputs: "
@@ -177,7 +212,7 @@ void bind_case_file(py::module_& m) {
       .def_readwrite("error", &PyRecorded::error);
 
   py::class_<PyCaseFile>(m, "CaseFile",
-                         "A forward case folder (docs/case-files.md): name, provenance, seed, "
+                         "A forward case folder (operator 'forward', docs/case-files.md): name, provenance, seed, "
                          "problem (a ForwardProblem), recorded (RecordedOutputs or None), expect "
                          "(Expectation or None).")
       .def(py::init([](py::object problem, std::string name, std::string provenance,
@@ -196,14 +231,31 @@ void bind_case_file(py::module_& m) {
       .def_readwrite("recorded", &PyCaseFile::recorded)
       .def_readwrite("expect", &PyCaseFile::expect);
 
-  m.def("read_case", &read_case_file, py::arg("dir"),
-        "Reads and validates a case folder (case.json + .npy tensors; untrusted input: schema, "
-        "shapes and dtypes are checked, errors name the file, the key and the value). Returns a "
-        "CaseFile whose problem holds new NumPy arrays. Forward case folders only "
-        "(CASE_OPERATORS).");
-  m.def("write_case", &write_case_file, py::arg("dir"), py::arg("case"),
-        "Writes `case` as a case folder `dir` (created): tables repacked at the prefix offsets "
-        "of E*D, indices and offsets in the problem's index dtype, the recorded output if any.");
+  bind_backward_case_file(m);
+  bind_ikbo_case_files(m);
+
+  m.def("read_case_operator",
+        [](const std::string& dir) { return io::to_string(io::read_case_operator(dir)); },
+        py::arg("dir"),
+        "The operator of the case folder `dir` (one of CASE_OPERATORS), from case.json's "
+        "format, version and operator keys only. Raises InvalidArgument naming the file and the "
+        "key (no folder, no case.json, wrong format or version, unknown operator).");
+  m.def("read_case", &read_any_case, py::arg("dir"),
+        "Reads and validates a case folder of any operator in CASE_OPERATORS (case.json + .npy "
+        "tensors; untrusted input: schema, shapes and dtypes are checked; InvalidArgument names "
+        "the file, the key and the value). Returns the class of its operator: CaseFile "
+        "('forward'), BackwardCaseFile ('backward'), LceCaseFile ('ikbo-lce'), "
+        "AttentionCaseFile ('ikbo-attention'), whose problem holds new NumPy arrays and goes "
+        "straight into check_forward / check_backward / check_lce / check_attention with the "
+        "recorded outputs. A folder without a known operator is read as a forward case (which "
+        "names the key 'operator').");
+  m.def("write_case", &write_any_case, py::arg("dir"), py::arg("case"),
+        "Writes `case` (CaseFile, BackwardCaseFile, LceCaseFile or AttentionCaseFile) as a case "
+        "folder `dir` (created; fixed tensor names the case does not use are removed). TBE "
+        "tables are repacked at the prefix offsets of E*D (recorded backward weights too), "
+        "indices and offsets keep the problem's index dtype, IKBO tensors their exact shapes. "
+        "Recorded arrays are checked against the problem first (dtype: TypeError; element "
+        "count: InvalidArgument).");
 }
 
 }  // namespace tbe::python

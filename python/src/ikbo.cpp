@@ -163,6 +163,19 @@ const std::int32_t* cand_to_user_data(const HostTensor& t, std::vector<std::int3
   return copy.data();
 }
 
+void check_lce_output(const LceProblem& q, const HostTensor& out) {
+  out.expect_dtype(q.policy.storage, "policy.storage");
+  out.expect_numel(ikbo::lce_output_numel(q), "the LCE output [B, M, N] = [" + s(q.B) + ", " +
+                                                  s(q.M) + ", " + s(q.N) + "]");
+}
+
+void check_attention_output(const AttentionProblem& a, const HostTensor& out) {
+  out.expect_dtype(a.policy.storage, "policy.storage");
+  out.expect_numel(ikbo::attention_output_numel(a), "the attention output [B*n_seed, H, Dh] = [" +
+                                                        s(a.B * a.n_seed) + ", " + s(a.H) + ", " +
+                                                        s(a.Dh) + "]");
+}
+
 void bind_ikbo(py::module_& m) {
   py::enum_<LceRounding>(m, "LceRounding",
                          "Where LCE rounds to the storage type (docs/ikbo.md): PUBLISHED "
@@ -200,9 +213,16 @@ out[b] = w_c @ e_c[b] + w_u @ e_u[cand_to_user[b]].
 w_c [M, K_c], w_u [M, K_u], e_c [B, K_c, N], e_u [U, K_u, N] of policy.storage (K_u = 0: pass
 [M, 0] and [U, 0, N] arrays); cand_to_user [B] int32 (int64 is narrowed, checked) in [0, U).
 policy: an IkboPolicy (default: storage = w_c's dtype, fp32 accumulation, round-once).
-B, U, M, N, K_c, K_u come from the shapes, which must agree.)doc")
+B, U, M, N, K_c, K_u come from the shapes, which must agree. The attributes w_c, w_u, e_c, e_u,
+cand_to_user return the objects given.)doc")
       .def(py::init(&make_lce_problem), py::arg("w_c"), py::arg("w_u"), py::arg("e_c"),
            py::arg("e_u"), py::arg("cand_to_user"), py::kw_only(), py::arg("policy") = py::none())
+      .def_property_readonly("w_c", [](const PyLceProblem& p) { return p.w_c.source(); })
+      .def_property_readonly("w_u", [](const PyLceProblem& p) { return p.w_u.source(); })
+      .def_property_readonly("e_c", [](const PyLceProblem& p) { return p.e_c.source(); })
+      .def_property_readonly("e_u", [](const PyLceProblem& p) { return p.e_u.source(); })
+      .def_property_readonly("cand_to_user",
+                             [](const PyLceProblem& p) { return p.cand_to_user.source(); })
       .def_property_readonly("B", [](const PyLceProblem& p) { return p.problem.B; })
       .def_property_readonly("U", [](const PyLceProblem& p) { return p.problem.U; })
       .def_property_readonly("M", [](const PyLceProblem& p) { return p.problem.M; })
@@ -220,11 +240,25 @@ B, U, M, N, K_c, K_u come from the shapes, which must agree.)doc")
 the n_seed queries of candidate b attend to the keys of user cand_to_user[b].
 q [B*n_seed, H, Dh]; k, v [keys, H, Dh] of policy.storage; cand_to_user [B] int32 (or int64).
 Dense: S keys per user (U = keys / S). Jagged: k_offsets [U + 1] non-decreasing from 0, user u
-owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 = 1/sqrt(Dh).)doc")
+owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 = 1/sqrt(Dh).
+The attributes q, k, v, cand_to_user return the objects given.)doc")
       .def(py::init(&make_attention_problem), py::arg("q"), py::arg("k"), py::arg("v"),
            py::arg("cand_to_user"), py::kw_only(), py::arg("n_seed") = 1,
            py::arg("S") = py::none(), py::arg("k_offsets") = py::none(), py::arg("scale") = 0.0,
            py::arg("policy") = py::none())
+      .def_property_readonly("q", [](const PyAttentionProblem& p) { return p.q.source(); })
+      .def_property_readonly("k", [](const PyAttentionProblem& p) { return p.k.source(); })
+      .def_property_readonly("v", [](const PyAttentionProblem& p) { return p.v.source(); })
+      .def_property_readonly("cand_to_user",
+                             [](const PyAttentionProblem& p) { return p.cand_to_user.source(); })
+      .def_property_readonly(
+          "k_offsets",
+          [](const PyAttentionProblem& p) -> py::object {
+            if (!p.problem.jagged()) return py::none();
+            return make_array({static_cast<std::int64_t>(p.k_offsets.size())},
+                              std::span<const std::int64_t>(p.k_offsets));
+          },
+          "jagged: a new int64 array [U + 1] of the key offsets; dense: None")
       .def_property_readonly("B", [](const PyAttentionProblem& p) { return p.problem.B; })
       .def_property_readonly("U", [](const PyAttentionProblem& p) { return p.problem.U; })
       .def_property_readonly("n_seed", [](const PyAttentionProblem& p) { return p.problem.n_seed; })
@@ -276,9 +310,7 @@ owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 =
       [](const PyLceProblem& p, py::handle output) {
         const LceProblem& q = p.problem;
         HostTensor out = HostTensor::borrow(output, "output");
-        out.expect_dtype(q.policy.storage, "policy.storage");
-        out.expect_numel(ikbo::lce_output_numel(q), "the LCE output [B, M, N] = [" + s(q.B) +
-                                                        ", " + s(q.M) + ", " + s(q.N) + "]");
+        check_lce_output(q, out);
         const std::vector<double> values = out.to_double();
         py::gil_scoped_release nogil;
         return oracle::check_lce_values(q, values);
@@ -318,10 +350,7 @@ owns keys [k_offsets[u], k_offsets[u+1]) (an empty range gives zeros). scale 0 =
       [](const PyAttentionProblem& p, py::handle output) {
         const AttentionProblem& a = p.problem;
         HostTensor out = HostTensor::borrow(output, "output");
-        out.expect_dtype(a.policy.storage, "policy.storage");
-        out.expect_numel(ikbo::attention_output_numel(a),
-                         "the attention output [B*n_seed, H, Dh] = [" + s(a.B * a.n_seed) + ", " +
-                             s(a.H) + ", " + s(a.Dh) + "]");
+        check_attention_output(a, out);
         const std::vector<double> values = out.to_double();
         py::gil_scoped_release nogil;
         return oracle::check_attention_values(a, values);

@@ -10,8 +10,8 @@ PYBIND11_MODULE(tbe_verify, m) {
       "CPU torch tensors, borrowed without copies). Reference operators: forward_reference, "
       "forward_reference_fp64, repair, backward_reference, backward_reference_fp64, "
       "lce_reference, lce_reference_fp64, attention_reference, attention_reference_fp64. "
-      "Judges: check_forward, check_backward, check_lce, check_attention. Case folders: "
-      "read_case, write_case. CPU only.";
+      "Judges: check_forward, check_backward, check_lce, check_attention. Case folders of every "
+      "operator (forward, backward, ikbo-lce, ikbo-attention): read_case, write_case. CPU only.";
   tbe::python::bind_errors(m);
   tbe::python::bind_types(m);
   tbe::python::bind_reports(m);
