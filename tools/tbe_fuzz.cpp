@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "tbe/backend.h"
+#include "tbe/select_backend.h"
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "tbe/backend.h"
+#include "tbe/select_backend.h"
 #include "tbe/errors.h"
 #include "verify/backward_rows.h"
 #include "verify/case_commands.h"

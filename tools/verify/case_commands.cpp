@@ -10,6 +10,7 @@
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
+#include "tbe/select_backend.h"
 
 namespace tbe::verify {
 namespace {
