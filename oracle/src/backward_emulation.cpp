@@ -90,7 +90,7 @@ BackwardEmulationResult emulate_backward(const BackwardProblem& p,
                   o.fault != BackwardFault::NoStochasticRounding;
   const Accumulator A(acc_t, static_cast<std::size_t>(o.chunk_size));
   const Accumulator Op(opt_t);
-  const detail::WeightLoader W(wt, tb.weights);
+  const FloatLoader W(wt, tb.weights);
 
   const OptimizerConfig& oc = p.options.optimizer;
   const bool adagrad = oc.kind == OptimizerKind::ExactRowwiseAdagrad;
