@@ -1,5 +1,6 @@
-// Internal helpers of tbe_oracle: exact-representability and quantum (exponent of the lowest set
-// bit) of FP64 values, and which float type embeds which (from tbe/dtype_traits.h).
+// Internal helpers of tbe_oracle: rounding to the accumulation type, exact-representability and
+// quantum (exponent of the lowest set bit) of FP64 values, and which float type embeds which
+// (from tbe/dtype_traits.h).
 #pragma once
 
 #include <bit>
@@ -17,8 +18,18 @@ namespace tbe::oracle::detail {
 inline constexpr std::int64_t kParallelWork = 1 << 16;
 inline bool worth_parallel(std::int64_t work) { return work >= kParallelWork; }
 
+/// RNE rounding of x to acc: tbe::round_to with its F64 / F32 cases inline, since the emulations
+/// round every operation (F16/BF16 and the rejection of integer types: round_to).
+inline double round_acc(DType acc, double x) {
+  switch (acc) {
+    case DType::F64: return x;
+    case DType::F32: return static_cast<double>(static_cast<float>(x));
+    default: return round_to(acc, x);
+  }
+}
+
 /// True if x (finite) is a value of type t.
-inline bool representable(DType t, double x) { return round_to(t, x) == x; }
+inline bool representable(DType t, double x) { return round_acc(t, x) == x; }
 
 /// Exponent e of the lowest set bit of x != 0 finite: x is an odd multiple of 2^e.
 inline int lsb_exponent(double x) {

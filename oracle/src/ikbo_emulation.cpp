@@ -22,7 +22,7 @@ struct Arith {
   DType acc = DType::F32;
   bool truncate = false;
   double r(double x) const {
-    if (!truncate || acc == DType::F64) return round_to(acc, x);
+    if (!truncate || acc == DType::F64) return detail::round_acc(acc, x);
     if (std::isnan(x) || x == 0.0) return x;
     return x > 0 ? round_down_to(acc, x) : round_up_to(acc, x);  // toward zero
   }

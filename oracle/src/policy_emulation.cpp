@@ -31,7 +31,7 @@ void check_accumulation(DType acc) {
 
 double round_to_accumulation(DType acc, double x) {
   check_accumulation(acc);
-  return round_to(acc, x);
+  return detail::round_acc(acc, x);
 }
 
 std::vector<double> emulate_forward(const ForwardProblem& p, const EmulationOptions& opt) {

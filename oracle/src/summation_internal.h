@@ -18,7 +18,7 @@ class Accumulator {
  public:
   /// `chunk_size`: lookups per chunk of SummationOrder::Chunked256 (256 unless a caller varies it).
   explicit Accumulator(DType acc, std::size_t chunk_size = 256) : acc_(acc), chunk_size_(chunk_size) {}
-  double r(double x) const { return round_to(acc_, x); }
+  double r(double x) const { return detail::round_acc(acc_, x); }
   double add(double a, double b) const { return r(a + b); }
   double mul(double a, double b) const { return r(a * b); }
   double div(double a, double b) const { return r(a / b); }

@@ -92,14 +92,15 @@ std::string to_string(const PrecisionPolicy& p) {
          to_string(p.write_back) + "]";
 }
 
-double detail::round_to_16(DType t, double x) {
+double round_to(DType t, double x) {
   switch (t) {
+    case DType::F64: return x;
+    // double -> float conversion is correctly rounded (RNE) in IEEE arithmetic; overflow -> inf.
+    case DType::F32: return static_cast<double>(static_cast<float>(x));
     // Through FP32 with round-to-odd, then Eigen's RNE float -> half / bfloat16 (round_internal.h:
     // plain double -> float -> half is NOT correct for arbitrary doubles).
     case DType::F16: return static_cast<double>(static_cast<float>(detail::half_rne(x)));
     case DType::BF16: return static_cast<double>(static_cast<float>(detail::bfloat16_rne(x)));
-    case DType::F32:
-    case DType::F64: return round_to(t, x);
     case DType::I32:
     case DType::I64: break;
   }

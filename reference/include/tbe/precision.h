@@ -52,25 +52,10 @@ std::string to_string(const PrecisionPolicy& p);
 /// F16/BF16 go through FP32 rounded to *odd*, then RNE (exact since 24 >= p + 2). Note: a plain
 /// double -> float -> half double rounding is NOT correct for arbitrary doubles (only for the
 /// result of one operation on narrow operands): a value just beside a half midpoint can land on it.
-/// Throws InvalidArgument for integer types. F64 and F32 are inline (the emulations round every
-/// operation); F16/BF16 go through detail::round_to_16.
-inline double round_to(DType t, double x);
+/// Throws InvalidArgument for integer types.
+double round_to(DType t, double x);
 /// Largest value of type `t` <= x, and smallest >= x (directed rounding; used by SR and the oracle).
 double round_down_to(DType t, double x);
 double round_up_to(DType t, double x);
-
-namespace detail {
-/// round_to for F16 / BF16 (round-to-odd FP32, then RNE); InvalidArgument for any other type.
-double round_to_16(DType t, double x);
-}  // namespace detail
-
-inline double round_to(DType t, double x) {
-  switch (t) {
-    case DType::F64: return x;
-    // double -> float conversion is correctly rounded (RNE) in IEEE arithmetic; overflow -> inf.
-    case DType::F32: return static_cast<double>(static_cast<float>(x));
-    default: return detail::round_to_16(t, x);
-  }
-}
 
 }  // namespace tbe
