@@ -11,6 +11,7 @@
 #include "fuzz/command_line.h"
 #include "fuzz/faulty_backend.h"
 #include "tbe/backend.h"
+#include "tbe/select_backend.h"
 
 int main(int argc, char** argv) {
   using namespace tbe;

@@ -22,6 +22,7 @@
 
 #include "cli/verify_args.h"
 #include "tbe/backend.h"
+#include "tbe/select_backend.h"
 #include "tbe/errors.h"
 #include "tbe/judge/backward_rows.h"
 #include "tbe/judge/case_commands.h"

@@ -11,10 +11,10 @@
 #include <cstring>
 #include <limits>
 
-#include "load_internal.h"
 #include "parallel_internal.h"
 #include "tbe/backward_case.h"
 #include "tbe/bounds_check.h"
+#include "tbe/float_loader.h"
 #include "tbe/host_case.h"
 
 // GCC 12 reports a false -Wrestrict inside libstdc++ for chains of std::string operator+
@@ -230,8 +230,8 @@ BackwardReference backward_reference_fp64(const BackwardProblem& p) {
   if (!none)
     for (std::int64_t k = 0; k < K; ++k) bag_out[k] = layout.bag_output_offset(k);
 
-  const detail::FloatLoader grad_load(fp.options.policy.output, p.grad_output);
-  const detail::FloatLoader w_load(tb.dtype, tb.weights);
+  const FloatLoader grad_load(fp.options.policy.output, p.grad_output);
+  const FloatLoader w_load(tb.dtype, tb.weights);
   const float* psw = fp.lookups.per_sample_weights;
   const OptimizerConfig& oc = p.options.optimizer;
   const double max_grad = effective_hyper_parameter(oc.max_gradient);

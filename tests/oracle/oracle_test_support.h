@@ -1,6 +1,6 @@
 // Test support for tests/oracle: a compact, printable description of a random forward problem
 // (CaseSpec) that RapidCheck generates and shrinks, and the deterministic builder that expands it
-// into a ForwardCase (big arrays come from a seeded splitmix64 stream, so RapidCheck only has to
+// into a ForwardCase (big arrays come from a seeded tbe::Rng stream, so RapidCheck only has to
 // handle the structure). Problems are valid by construction (no discarding).
 #pragma once
 
@@ -20,24 +20,27 @@
 #include "tbe/case_builder.h"
 #include "tbe/host_case.h"
 #include "tbe/precision.h"
+#include "tbe/rng.h"
 
 namespace tbe::oracle::testing {
 
-/// splitmix64: the tests' seeded generator (portable, printable seed).
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  std::int64_t range(std::int64_t lo, std::int64_t hi) {  // inclusive; hi < lo gives lo
+/// The case builders' seeded generator: tbe::Rng's plain splitmix64 sequence from the printable
+/// seed (Rng::from_state), with the draws the builders use.
+class CaseRng {
+ public:
+  explicit CaseRng(std::uint64_t seed) : rng_(Rng::from_state(seed)) {}
+  std::uint64_t next() { return rng_.next_u64(); }
+  /// Integer in [lo, hi] (hi <= lo gives lo) by one draw mod (hi - lo + 1): the slight bias does
+  /// not matter for test data, and a seed keeps rebuilding the same case.
+  std::int64_t range(std::int64_t lo, std::int64_t hi) {
     if (hi <= lo) return lo;
     return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
   }
-  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+  double unit() { return rng_.uniform(); }  ///< [0, 1), 53 bits
   bool coin(double p_true = 0.5) { return unit() < p_true; }
+
+ private:
+  Rng rng_;
 };
 
 /// How weight values are drawn.
@@ -104,7 +107,7 @@ inline void exponent_range(DType t, int* lo, int* hi) {
 }
 
 /// A value of type t drawn per `mode` (rounded into t by set_weight anyway).
-inline double draw_value(Rng& g, DType t, ValueMode mode, int e0, int spread) {
+inline double draw_value(CaseRng& g, DType t, ValueMode mode, int e0, int spread) {
   int elo, ehi;
   exponent_range(t, &elo, &ehi);
   const double sign = g.coin() ? -1.0 : 1.0;
@@ -127,7 +130,7 @@ inline double draw_value(Rng& g, DType t, ValueMode mode, int e0, int spread) {
   return 0.0;
 }
 
-inline float draw_sample_weight(Rng& g, SampleWeightMode mode) {
+inline float draw_sample_weight(CaseRng& g, SampleWeightMode mode) {
   const double sign = g.coin(0.3) ? -1.0 : 1.0;
   switch (mode) {
     case SampleWeightMode::None: return 1.0f;
@@ -142,7 +145,7 @@ inline float draw_sample_weight(Rng& g, SampleWeightMode mode) {
   return 1.0f;
 }
 
-inline std::int64_t draw_bag_length(Rng& g, int mode) {
+inline std::int64_t draw_bag_length(CaseRng& g, int mode) {
   static constexpr std::int64_t kEdges[] = {0, 1, 2, 255, 256, 257};
   switch (mode) {
     case 0: return g.range(0, 6);
@@ -160,7 +163,7 @@ inline std::int64_t draw_bag_length(Rng& g, int mode) {
 /// Expands a spec into a valid forward case (laid out by tbe::build_case; the draws, in order:
 /// e0, every weight, the map, VBE sizes, the leading gap, every bag, per-sample weights, faults).
 inline ForwardCase build_case(const CaseSpec& s) {
-  Rng g{s.seed};
+  CaseRng g(s.seed);
   tbe::ForwardCaseSpec spec;
   spec.weights = s.weights;
   spec.rows.assign(s.rows.begin(), s.rows.end());

@@ -9,6 +9,7 @@
 #include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/io/case_file.h"
+#include "tbe/select_backend.h"
 #include "tbe/workloads.h"
 #include "tbe/judge/case_commands.h"
 #include "tbe/judge/report.h"

@@ -1,7 +1,7 @@
-// Internal: fast exact reads of FP32/FP16/BF16 host buffers as FP64 (not a public header).
+// Fast exact reads of host buffers of a floating element type as FP64, shared by the reference
+// (backward) and the oracle (enclosures, emulations), which read every weight of a problem.
 #pragma once
 
-#include <Eigen/Core>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -9,10 +9,12 @@
 #include "tbe/host_case.h"
 #include "tbe/types.h"
 
-namespace tbe::detail {
+namespace tbe {
 
-/// Reads element i of a host buffer of a floating type as FP64 (exact). FP16 goes through a
-/// 65536-entry table; other types through load_as_double.
+/// Reads element i of a host buffer of type t as FP64, exactly (every F16/BF16/F32 value is a
+/// double). FP16 goes through a 65536-entry table (built once per process), BF16 by widening its
+/// bits to FP32, FP32 by conversion, other types (F64, indices) through load_as_double.
+/// `data` must hold at least i + 1 elements of t; nothing is checked.
 class FloatLoader {
  public:
   FloatLoader(DType t, const void* data) : t_(t), data_(data) {
@@ -33,9 +35,10 @@ class FloatLoader {
   static const float* half_table() {
     static const std::vector<float> table = [] {
       std::vector<float> v(65536);
-      for (std::uint32_t b = 0; b < 65536; ++b)
-        v[b] = static_cast<float>(
-            Eigen::numext::bit_cast<Eigen::half>(static_cast<std::uint16_t>(b)));
+      for (std::uint32_t b = 0; b < 65536; ++b) {
+        const std::uint16_t h = static_cast<std::uint16_t>(b);
+        v[b] = static_cast<float>(load_as_double(DType::F16, &h, 0));
+      }
       return v;
     }();
     return table.data();
@@ -45,4 +48,4 @@ class FloatLoader {
   const float* lut_ = nullptr;
 };
 
-}  // namespace tbe::detail
+}  // namespace tbe
