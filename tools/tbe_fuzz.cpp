@@ -6,6 +6,7 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <variant>
 
 #include "fuzz/campaign.h"
 #include "fuzz/command_line.h"
@@ -15,12 +16,9 @@
 
 int main(int argc, char** argv) {
   using namespace tbe;
-  const fuzz::CommandLine cl = fuzz::parse_command_line(argc, argv);
-  if (!cl.options) {
-    (cl.exit_code == 0 ? std::cout : std::cerr) << cl.text;
-    return cl.exit_code;
-  }
-  const fuzz::CampaignOptions& options = *cl.options;
+  const cli::Parsed<fuzz::CampaignOptions> parsed = fuzz::parse_command_line(argc, argv);
+  if (const cli::Exit* exit = std::get_if<cli::Exit>(&parsed)) return cli::finish(*exit);
+  const fuzz::CampaignOptions& options = std::get<fuzz::CampaignOptions>(parsed);
   if (options.list > 0) {
     fuzz::list_cases(options, std::cout);
     return 0;
