@@ -235,7 +235,8 @@ int cpu_main(const CpuArgs& args) {
                         {"weights", to_string(v.weights)}, {"policy", to_string(p.options.policy)},
                         {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
                         {"iters", args.iters}, {"lookups_per_s", static_cast<double>(N) / secs},
-                        {"bytes", bytes}, {"GBps", gbps}, {"pct_of_copy_bw", 100.0 * gbps / copy_gbps},
+                        {"bytes", bytes}, {"GBps", gbps},
+                        {"pct_of_copy_bw", 100.0 * gbps / copy_gbps},
                         {"warnings", warnings}};
     if (v.backward) {
       r["optimizer"] = to_string(v.optimizer);
