@@ -10,8 +10,8 @@
 // rowwise Adagrad (lr 0.01, eps 1e-8, no weight decay) with FP32 and FP16 weights, in place (the
 // outputs alias the weights and the momentum, as FBGEMM updates). One make_reference_backend()
 // object serves every call, so a workspace it owns persists across calls.
-// Inputs: the workload's tables (FP16 = RNE of the FP32 values); grad_output uniform in [-1, 1)
-// (seeded); momentum 0.
+// Inputs: the workload's tables (FP16 = RNE of the FP32 values) in 64-byte aligned buffers (as
+// PyTorch allocates tensors); grad_output uniform in [-1, 1) (seeded); momentum 0.
 // Timing: std::chrono::steady_clock around Backend::forward / Backend::backward, 1 warm-up call,
 // median / min / max over --iters; lookups/s = N / median.
 // Traffic model (bytes per call; U = unique (table, row) pairs, D their width):
@@ -22,13 +22,16 @@
 // 512 MiB split over the same OpenMP threads: bytes read + written per second).
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -87,13 +90,20 @@ Footprint footprint(const ForwardProblem& p, const ForwardCase& c) {
   return fp;
 }
 
-/// The case's tables converted to `t` (RNE of each value).
-std::vector<std::byte> tables_as(DType t, const ForwardCase& c) {
+/// A host buffer aligned to 64 bytes (a cache line), as PyTorch's CPU allocator aligns tensors, so
+/// that rows of 2^k >= 64 bytes span whole cache lines on both sides of the comparison.
+using AlignedBytes = std::unique_ptr<std::byte[], decltype(&std::free)>;
+
+/// The case's tables as `t` (RNE of each value; a copy when t is their own type).
+AlignedBytes tables_as(DType t, const ForwardCase& c) {
   const std::int64_t n = static_cast<std::int64_t>(c.weights.size() / dtype_size(c.weights_dtype));
-  std::vector<std::byte> w(static_cast<std::size_t>(n) * dtype_size(t));
+  const std::size_t bytes = (static_cast<std::size_t>(n) * dtype_size(t) + 63) / 64 * 64;
+  AlignedBytes w(static_cast<std::byte*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))),
+                 &std::free);
+  if (!w) throw std::bad_alloc();
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i)
-    store_from_double(t, w.data(), i, load_as_double(c.weights_dtype, c.weights.data(), i));
+    store_from_double(t, w.get(), i, load_as_double(c.weights_dtype, c.weights.data(), i));
   return w;
 }
 
@@ -127,12 +137,9 @@ int cpu_main(const CpuArgs& args) {
               gen_s);
 
   // --- inputs: FP32 and FP16 tables, grad_output uniform in [-1, 1), momentum 0 ---
-  // The case's own buffer is moved, not copied (seed-large: 1.6 GB of FP32).
-  std::vector<std::byte> w32, w16;
-  if (c.weights_dtype != DType::F32) w32 = tables_as(DType::F32, c);
-  if (c.weights_dtype != DType::F16) w16 = tables_as(DType::F16, c);
-  (c.weights_dtype == DType::F32 ? w32 : c.weights_dtype == DType::F16 ? w16 : c.weights) =
-      std::move(c.weights);
+  const std::int64_t welems =
+      static_cast<std::int64_t>(c.weights.size() / dtype_size(c.weights_dtype));
+  const AlignedBytes w32 = tables_as(DType::F32, c), w16 = tables_as(DType::F16, c);
   c.weights = {};
   std::vector<float> grad(static_cast<std::size_t>(layout.numel));
   {
@@ -153,8 +160,7 @@ int cpu_main(const CpuArgs& args) {
     write_npy(args.npy_dir + "/indices.npy", make_npy(DType::I64, {N}, c.indices.data()));
     write_npy(args.npy_dir + "/offsets.npy",
               make_npy(DType::I64, {(std::int64_t)c.offsets.size()}, c.offsets.data()));
-    write_npy(args.npy_dir + "/weights.npy", DType::F32,
-              static_cast<std::int64_t>(w32.size() / 4), w32.data());
+    write_npy(args.npy_dir + "/weights.npy", DType::F32, welems, w32.get());
     write_npy(args.npy_dir + "/grad_output.npy", DType::F32, layout.numel, grad.data());
     if (!c.per_sample_weights.empty())
       write_npy(args.npy_dir + "/per_sample_weights.npy", DType::F32, N,
@@ -194,7 +200,7 @@ int cpu_main(const CpuArgs& args) {
   for (const Variant& v : variants) {
     ForwardProblem p = base;
     p.tables.dtype = v.weights;
-    p.tables.weights = v.weights == DType::F32 ? w32.data() : w16.data();
+    p.tables.weights = v.weights == DType::F32 ? w32.get() : w16.get();
     p.options.policy = make_policy(PolicyKind::SeedDefault, v.weights, DType::F32);
     const double wsz = static_cast<double>(dtype_size(v.weights));
     double bytes = 0;

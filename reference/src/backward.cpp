@@ -212,8 +212,9 @@ struct RunInputs {
   const TableBatchView* tables = nullptr;
   const Transpose* transpose = nullptr;
   std::vector<std::int64_t> row_offset;  ///< [num_tables + 1] exclusive prefix of E_t
-  const std::int64_t* bag_out = nullptr;  ///< [K] grad_output offset of bag k (pooled modes)
-  const double* bag_length = nullptr;     ///< [K] L of bag k in FP64 (MEAN)
+  const std::int64_t* bag_out = nullptr;    ///< [K] grad_output offset of bag k (pooled modes)
+  const double* bag_length = nullptr;       ///< [K] L of bag k in FP64 (MEAN)
+  const std::int64_t* slot_grad = nullptr;  ///< [Σ SL] grad_output offset of sorted lookup i
   const float* per_sample_weights = nullptr;  ///< [N] or nullptr
   const float* momentum = nullptr;            ///< [Σ E_t] Adagrad state before the update
   bool none = false, mean = false, adagrad = false;
@@ -233,29 +234,44 @@ RunRow run_row(const RunInputs& in, std::int64_t id) {
   return {t, D, in.tables->table_offsets[t] + (id - in.row_offset[t]) * D};
 }
 
-/// Fills the per-bag tables of the pooled modes from the offsets of `lookups` (as computed on):
-/// bag_out[k] = element offset of bag k's grad_output row, bag_length[k] = L as FP64 (MEAN).
-void fill_bag_tables(const ForwardProblem& fp, const OutputLayout& layout,
-                     const LookupBatchView& lookups, std::vector<std::int64_t>& bag_out,
-                     std::vector<double>& bag_length) {
+/// Where each lookup's gradient comes from, resolved once per call (pooled modes: per bag; every
+/// mode: per sorted lookup, so the run loop reads one sequential array instead of a chain of
+/// dependent random loads).
+struct GradTables {
+  std::vector<std::int64_t> bag_out;    ///< [K] element offset of bag k's grad_output row
+  std::vector<double> bag_length;       ///< [K] L of bag k as FP64 (MEAN only)
+  std::vector<std::int64_t> slot_grad;  ///< [Σ SL] offset of sorted lookup i's grad_output row
+};
+
+/// Fills `g` from the offsets of `lookups` (as computed on) and the transpose `tr`.
+void fill_grad_tables(const ForwardProblem& fp, const OutputLayout& layout,
+                      const LookupBatchView& lookups, const Transpose& tr, GradTables& g) {
   const std::int64_t K = layout.num_bags;
   const bool none = fp.options.pooling == PoolingMode::None;
   const bool mean = fp.options.pooling == PoolingMode::Mean;
-  bag_out.resize(static_cast<std::size_t>(none ? 0 : K));
-  bag_length.resize(static_cast<std::size_t>(mean ? K : 0));
-  if (none) return;
+  g.bag_out.resize(static_cast<std::size_t>(none ? 0 : K));
+  g.bag_length.resize(static_cast<std::size_t>(mean ? K : 0));
+  if (!none) {
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(K))
-  for (std::int64_t k = 0; k < K; ++k) {
-    bag_out[k] = layout.bag_output_offset(k);
-    if (mean)
-      bag_length[k] = static_cast<double>(load_index(lookups.index_dtype, lookups.offsets, k + 1) -
-                                          load_index(lookups.index_dtype, lookups.offsets, k));
+    for (std::int64_t k = 0; k < K; ++k) {
+      g.bag_out[k] = layout.bag_output_offset(k);
+      if (mean)
+        g.bag_length[k] =
+            static_cast<double>(load_index(lookups.index_dtype, lookups.offsets, k + 1) -
+                                load_index(lookups.index_dtype, lookups.offsets, k));
+    }
+  }
+  const std::int64_t M = static_cast<std::int64_t>(tr.sorted_positions.size());
+  g.slot_grad.resize(static_cast<std::size_t>(M));
+  const std::int64_t D_none = layout.total_dim;  // NONE: output row q = [q·D, (q+1)·D)
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(M))
+  for (std::int64_t i = 0; i < M; ++i) {
+    const std::int64_t q = tr.sorted_positions[i];
+    g.slot_grad[i] = none ? q * D_none : g.bag_out[tr.position_bag[q]];
   }
 }
 
-RunInputs make_run_inputs(const BackwardProblem& p, const Transpose& tr,
-                          const std::vector<std::int64_t>& bag_out,
-                          const std::vector<double>& bag_length) {
+RunInputs make_run_inputs(const BackwardProblem& p, const Transpose& tr, const GradTables& g) {
   const ForwardProblem& fp = p.forward;
   const TableBatchView& tb = fp.tables;
   const OptimizerConfig& oc = p.options.optimizer;
@@ -265,8 +281,9 @@ RunInputs make_run_inputs(const BackwardProblem& p, const Transpose& tr,
   in.row_offset.assign(static_cast<std::size_t>(tb.num_tables()) + 1, 0);
   for (std::int64_t t = 0; t < tb.num_tables(); ++t)
     in.row_offset[t + 1] = in.row_offset[t] + tb.rows[t];
-  in.bag_out = bag_out.data();
-  in.bag_length = bag_length.data();
+  in.bag_out = g.bag_out.data();
+  in.bag_length = g.bag_length.data();
+  in.slot_grad = g.slot_grad.data();
   in.per_sample_weights = fp.lookups.per_sample_weights;
   in.momentum = p.momentum;
   in.none = fp.options.pooling == PoolingMode::None;
@@ -317,17 +334,18 @@ class RunKernel {
     const std::int64_t i1 = tr.run_offsets[k + 1];
     const std::int64_t M = static_cast<std::int64_t>(tr.sorted_positions.size());
     const bool clip = in_.max_grad > 0.0;
+    const bool plain = in_.none || (!in_.mean && in_.per_sample_weights == nullptr);
     for (std::int64_t i = tr.run_offsets[k]; i < i1; ++i) {
-      if (i + kPrefetchLookups < M) prefetch_grad_row(tr.sorted_positions[i + kPrefetchLookups], D);
-      const std::int64_t q = tr.sorted_positions[i];
-      if (in_.none) {  // output row q, no per-sample weights (validate)
-        add(G, grad_ + q * D, D, 1.0, 1.0, clip, false);
+      if (i + kPrefetchLookups < M) prefetch_grad_row(in_.slot_grad[i + kPrefetchLookups], D);
+      const typename GS::type* g = grad_ + in_.slot_grad[i];
+      if (plain) {  // SUM unweighted, or NONE (no per-sample weights: validate)
+        add(G, g, D, 1.0, 1.0, clip, false);
         continue;
       }
-      const std::int64_t bag = tr.position_bag[q];
+      const std::int64_t q = tr.sorted_positions[i];
       const double sw =
           in_.per_sample_weights ? static_cast<double>(in_.per_sample_weights[q]) : 1.0;
-      add(G, grad_ + in_.bag_out[bag], D, sw, in_.mean ? in_.bag_length[bag] : 1.0, clip, in_.mean);
+      add(G, g, D, sw, in_.mean ? in_.bag_length[tr.position_bag[q]] : 1.0, clip, in_.mean);
     }
 
     // The optimizer, hyper-parameters as FP32 values, FP64 arithmetic.
@@ -404,7 +422,7 @@ class RunKernel {
                  std::uint64_t seed, std::uint64_t offset) const {
     auto* w = static_cast<typename WS::type*>(weights) + r.row;
     if (!stochastic) {
-      for (std::int64_t d = 0; d < r.D; ++d) WS::store(w, d, x[d]);
+      WS::store_row(w, x, r.D);
       return;
     }
     for (std::int64_t d = 0; d < r.D; ++d) {
@@ -425,11 +443,9 @@ class RunKernel {
       mean ? add_grad_row<GS, false, true>(G, g, D, sw, L, mg)
            : add_grad_row<GS, false, false>(G, g, D, sw, L, mg);
   }
-  void prefetch_grad_row(std::int64_t q, std::int64_t D) const {
-    const typename GS::type* g =
-        grad_ + (in_.none ? q * D : in_.bag_out[in_.transpose->position_bag[q]]);
-    const char* bytes = reinterpret_cast<const char*>(g);
-    for (std::int64_t b = 0; b < D * static_cast<std::int64_t>(sizeof(*g)); b += 64)
+  void prefetch_grad_row(std::int64_t offset, std::int64_t D) const {
+    const char* bytes = reinterpret_cast<const char*>(grad_ + offset);
+    for (std::int64_t b = 0; b < D * static_cast<std::int64_t>(sizeof(*grad_)); b += 64)
       __builtin_prefetch(bytes + b);
   }
 
@@ -468,10 +484,9 @@ BackwardReference backward_reference_fp64(const BackwardProblem& p) {
   repaired.index_dtype = DType::I64;
   repaired.indices = ref.repair.indices.data();
   repaired.offsets = ref.repair.offsets.data();
-  std::vector<std::int64_t> bag_out;
-  std::vector<double> bag_length;
-  fill_bag_tables(fp, layout, repaired, bag_out, bag_length);
-  const RunInputs in = make_run_inputs(p, tr, bag_out, bag_length);
+  GradTables grad_tables;
+  fill_grad_tables(fp, layout, repaired, tr, grad_tables);
+  const RunInputs in = make_run_inputs(p, tr, grad_tables);
   const std::int64_t R = static_cast<std::int64_t>(tr.linear_ids.size());
   const std::int64_t N = fp.lookups.num_indices;
 
@@ -517,8 +532,7 @@ BackwardReference backward_reference_fp64(const BackwardProblem& p) {
 struct BackwardWorkspace::Buffers {
   Transpose transpose;
   detail::TransposeScratch scratch;
-  std::vector<std::int64_t> bag_out;  ///< [K]
-  std::vector<double> bag_length;     ///< [K] (MEAN)
+  GradTables grad;
 };
 
 BackwardWorkspace::BackwardWorkspace() = default;
@@ -539,7 +553,8 @@ std::size_t BackwardWorkspace::bytes() const {
   const detail::TransposeScratch& s = b.scratch;
   return cap(t.linear_ids) + cap(t.run_lengths) + cap(t.run_offsets) + cap(t.sorted_positions) +
          cap(t.position_bag) + cap(s.keys) + cap(s.keys_alt) + cap(s.positions_alt) +
-         cap(s.bag_slot) + cap(s.histogram) + cap(b.bag_out) + cap(b.bag_length);
+         cap(s.bag_slot) + cap(s.histogram) + cap(b.grad.bag_out) + cap(b.grad.bag_length) +
+         cap(b.grad.slot_grad);
 }
 
 void BackwardWorkspace::release() { buffers_.reset(); }
@@ -561,8 +576,8 @@ BackwardStats backward_reference(const BackwardProblem& p, const BackwardOutputs
   BackwardWorkspace::Buffers& ws = workspace.buffers();
   detail::transpose_into(fp, src.lookups, ws.transpose, ws.scratch);
   const Transpose& tr = ws.transpose;
-  fill_bag_tables(fp, layout, src.lookups, ws.bag_out, ws.bag_length);
-  const RunInputs in = make_run_inputs(p, tr, ws.bag_out, ws.bag_length);
+  fill_grad_tables(fp, layout, src.lookups, tr, ws.grad);
+  const RunInputs in = make_run_inputs(p, tr, ws.grad);
   const std::int64_t R = static_cast<std::int64_t>(tr.linear_ids.size());
   const std::int64_t M = static_cast<std::int64_t>(tr.sorted_positions.size());
   const std::int64_t N = fp.lookups.num_indices;

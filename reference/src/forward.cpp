@@ -100,12 +100,18 @@ void pooled_forward(const ForwardProblem& p, const OutputLayout& layout, const I
               table + static_cast<std::int64_t>(indices[q + kPrefetchLookups]) * D);
           for (std::int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b);
         }
-        if (psw != nullptr) {
-          const double w = psw[q];
-          for (std::int64_t d = 0; d < D; ++d) acc[d] += w * WT::load(row, d);
-        } else {
-          for (std::int64_t d = 0; d < D; ++d) acc[d] += WT::load(row, d);
-        }
+        const auto add_row = [&](auto load) {
+          if (psw != nullptr) {
+            const double w = psw[q];
+            for (std::int64_t d = 0; d < D; ++d) acc[d] += w * load(row, d);
+          } else {
+            for (std::int64_t d = 0; d < D; ++d) acc[d] += load(row, d);
+          }
+        };
+        if (WT::fast_row(row, D))
+          add_row([](const typename WT::type* r, std::int64_t d) { return WT::load_fast(r, d); });
+        else
+          add_row([](const typename WT::type* r, std::int64_t d) { return WT::load(r, d); });
       }
       // MEAN: sum / L as one FP64 division; an empty bag keeps its +0.0 (never NaN).
       if (mean && e > s) {

@@ -28,34 +28,52 @@ inline float half_bits_to_float(std::uint16_t h) {
   return std::bit_cast<float>((finite & ~special) | ((0x7f800000u | em) & special) | sign);
 }
 
-/// RNE of x to a binary format with kMantissa fraction bits and exponent bias kBias (FP16: 10, 15;
-/// BF16: 7, 127), straight from the FP64 bits, for the common case of a normal result: |x| in
-/// [2^(1 - kBias), 2^(kBias + 1)). Returns false (and leaves `bits`) outside it. A carry out of
-/// the fraction bumps the exponent, up to the all-ones exponent with fraction 0 = inf, which is
-/// RNE's overflow. Equal to half_rne / bfloat16_rne there (rounding to odd first changes
-/// nothing, round_internal.h), pinned by tests/reference/test_storage.cpp.
+/// RNE of the row x[0, D) to a 16-bit binary format with kMantissa fraction bits and exponent bias
+/// kBias (FP16: 10, 15; BF16: 7, 127) into p[0, D), for rows whose every |x| lies in the range of
+/// normal results [2^(1 - kBias), 2^(kBias + 1)); returns false (p then holds garbage) when one
+/// does not. Branch-free, so the loop vectorizes: c = 1.5·2^(E + 52 - kMantissa) for |x| in
+/// [2^E, 2^(E+1)) has an FP64 ulp of 2^(E - kMantissa), so (|x| + c) - c is |x| rounded to
+/// kMantissa + 1 significant bits with ties to even (c's low bits are 0: the parity is |x|'s), and
+/// the exact result's bits shifted into place are the rounded value, the carry of a round-up
+/// included (up to the all-ones exponent with fraction 0 = inf, RNE's overflow). Equal to
+/// half_rne / bfloat16_rne (rounding to odd first changes nothing, round_internal.h), pinned by
+/// tests/reference/test_storage.cpp. Needs IEEE FP64 arithmetic (no -ffast-math).
 template <int kMantissa, int kBias>
-inline bool rne_normal_bits(double x, std::uint16_t& bits) {
-  const std::uint64_t u = std::bit_cast<std::uint64_t>(x);
-  const std::uint64_t a = u & 0x7fffffffffffffffull;  // |x|
-  constexpr std::uint64_t lo = static_cast<std::uint64_t>(1023 + 1 - kBias) << 52;
-  constexpr std::uint64_t hi = static_cast<std::uint64_t>(1023 + kBias + 1) << 52;
-  if (a < lo || a >= hi) return false;
+inline bool rne_normal_row(std::uint16_t* p, const double* x, std::int64_t D) {
   constexpr int shift = 52 - kMantissa;
-  constexpr std::uint64_t halfway = std::uint64_t{1} << (shift - 1);
-  const std::uint64_t rest = a & ((std::uint64_t{1} << shift) - 1);
-  std::uint64_t h = (a >> shift) - (static_cast<std::uint64_t>(1023 - kBias) << kMantissa);
-  h += static_cast<std::uint64_t>(rest > halfway || (rest == halfway && (h & 1) != 0));
-  bits = static_cast<std::uint16_t>(h | ((u >> 48) & 0x8000u));
-  return true;
+  constexpr std::uint32_t first_exponent = 1023 + 1 - kBias, exponents = 2 * kBias;
+  std::uint32_t outside = 0;
+  for (std::int64_t d = 0; d < D; ++d) {
+    const std::uint64_t u = std::bit_cast<std::uint64_t>(x[d]);
+    const std::uint64_t a = u & 0x7fffffffffffffffull;  // |x|
+    outside |= static_cast<std::uint32_t>(static_cast<std::uint32_t>(a >> 52) - first_exponent >=
+                                          exponents);
+    const double c = std::bit_cast<double>((a & 0x7ff0000000000000ull) +
+                                           (static_cast<std::uint64_t>(shift) << 52)) * 1.5;
+    const double y = (std::bit_cast<double>(a) + c) - c;
+    const std::uint64_t h = (std::bit_cast<std::uint64_t>(y) >> shift) -
+                            (static_cast<std::uint64_t>(1023 - kBias) << kMantissa);
+    p[d] = static_cast<std::uint16_t>(h | ((u >> 48) & 0x8000u));
+  }
+  return outside == 0;
 }
+
+/// Each storage struct S: `type` (host element), `dtype`, exact `load(p, i)` (FP64), one-rounding
+/// `store(p, i, v)` and its row form `store_row(p, x, D)` (p[d] = store of x[d]), and for rows read
+/// many times `fast_row(p, D)`: true when `load_fast` (cheaper where `load` must handle inf / NaN)
+/// gives the same value as `load` on every element of p[0, D).
 
 /// FP32 weights / gradients.
 struct F32Storage {
   using type = float;
   static constexpr DType dtype = DType::F32;
   static double load(const type* p, std::int64_t i) { return p[i]; }
+  static bool fast_row(const type*, std::int64_t) { return true; }  // load_fast is load
+  static double load_fast(const type* p, std::int64_t i) { return p[i]; }
   static void store(type* p, std::int64_t i, double v) { p[i] = static_cast<float>(v); }
+  static void store_row(type* p, const double* x, std::int64_t D) {
+    for (std::int64_t d = 0; d < D; ++d) p[d] = static_cast<float>(x[d]);
+  }
 };
 
 /// FP16 (IEEE binary16), held as its bits.
@@ -63,9 +81,24 @@ struct F16Storage {
   using type = std::uint16_t;
   static constexpr DType dtype = DType::F16;
   static double load(const type* p, std::int64_t i) { return half_bits_to_float(p[i]); }
+  /// No element is inf / NaN (for the all-ones exponent alone, + 0x0400 carries into bit 15).
+  static bool fast_row(const type* p, std::int64_t D) {
+    std::uint16_t carry = 0;
+    for (std::int64_t d = 0; d < D; ++d)
+      carry |= static_cast<std::uint16_t>((p[d] & 0x7c00u) + 0x0400u);
+    return (carry & 0x8000u) == 0;
+  }
+  /// A finite half: sign, exponent and significand in FP32 position, scaled by 2^112 (exact).
+  static double load_fast(const type* p, std::int64_t i) {
+    const std::uint32_t h = p[i];
+    return std::bit_cast<float>(((h & 0x8000u) << 16) | ((h & 0x7fffu) << 13)) * 0x1p112f;
+  }
   static void store(type* p, std::int64_t i, double v) {
-    if (!rne_normal_bits<10, 15>(v, p[i]))
-      p[i] = Eigen::numext::bit_cast<std::uint16_t>(half_rne(v));
+    p[i] = Eigen::numext::bit_cast<std::uint16_t>(half_rne(v));
+  }
+  static void store_row(type* p, const double* x, std::int64_t D) {
+    if (!rne_normal_row<10, 15>(p, x, D))
+      for (std::int64_t d = 0; d < D; ++d) store(p, d, x[d]);
   }
 };
 
@@ -76,9 +109,14 @@ struct BF16Storage {
   static double load(const type* p, std::int64_t i) {
     return std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16);
   }
+  static bool fast_row(const type*, std::int64_t) { return true; }  // load_fast is load
+  static double load_fast(const type* p, std::int64_t i) { return load(p, i); }
   static void store(type* p, std::int64_t i, double v) {
-    if (!rne_normal_bits<7, 127>(v, p[i]))
-      p[i] = Eigen::numext::bit_cast<std::uint16_t>(bfloat16_rne(v));
+    p[i] = Eigen::numext::bit_cast<std::uint16_t>(bfloat16_rne(v));
+  }
+  static void store_row(type* p, const double* x, std::int64_t D) {
+    if (!rne_normal_row<7, 127>(p, x, D))
+      for (std::int64_t d = 0; d < D; ++d) store(p, d, x[d]);
   }
 };
 

@@ -1,7 +1,8 @@
 // The reference kernels' typed storage access (reference/src/storage_internal.h): the branch-free
-// FP16 -> FP32 conversion equals Eigen's for all 65536 bit patterns, and the direct RNE of FP64
-// to FP16 / BF16 equals half_rne / bfloat16_rne (round to odd first) on ties, their neighbours,
-// the ends of the normal range and random values; the stores equal store_from_double.
+// FP16 -> FP32 conversion (and the finite-row fast load) equals Eigen's for all 65536 bit
+// patterns, and the direct (vectorised) RNE of FP64 rows to FP16 / BF16 equals half_rne /
+// bfloat16_rne (round to odd first) on ties, their neighbours, the ends of the normal range and
+// random values; the row stores equal store_from_double.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -55,7 +56,15 @@ TEST_CASE("storage: FP16 bits -> FP32 equals Eigen for all 65536 patterns", "[st
     REQUIRE(std::bit_cast<std::uint32_t>(ours) == std::bit_cast<std::uint32_t>(eigen));
     REQUIRE(std::bit_cast<std::uint64_t>(F16Storage::load(&h, 0)) ==
             std::bit_cast<std::uint64_t>(load_as_double(DType::F16, &h, 0)));
+    // fast_row rejects exactly inf / NaN; load_fast equals load wherever it accepts.
+    REQUIRE(F16Storage::fast_row(&h, 1) == std::isfinite(eigen));
+    if (F16Storage::fast_row(&h, 1))
+      REQUIRE(std::bit_cast<std::uint64_t>(F16Storage::load_fast(&h, 0)) ==
+              std::bit_cast<std::uint64_t>(F16Storage::load(&h, 0)));
   }
+  const std::vector<std::uint16_t> row = {0x3c00, 0x8001, 0x7bff, 0x7c00, 0x0000};  // one inf
+  CHECK(F16Storage::fast_row(row.data(), 3));
+  CHECK_FALSE(F16Storage::fast_row(row.data(), 5));
 }
 
 TEST_CASE("storage: direct RNE to FP16 / BF16 equals rounding to odd first", "[storage]") {
@@ -79,33 +88,38 @@ TEST_CASE("storage: direct RNE to FP16 / BF16 equals rounding to odd first", "[s
     xs.push_back(x);
     xb.push_back(x);
   }
-  std::int64_t fast16 = 0, fast_bf16 = 0;
-  for (double x : xs) {
-    std::uint16_t b = 0;
-    if (rne_normal_bits<10, 15>(x, b)) {
-      ++fast16;
-      INFO("fp16 x = " << x);
-      REQUIRE(b == half_bits(x));
+  // Element by element (rows of one): the fast path accepts exactly the normal range and then
+  // equals the rounding to odd first; the row stores equal store_from_double everywhere.
+  const auto check = [](const std::vector<double>& x, DType t, auto fast_row, auto store_row,
+                        auto reference_bits, double lo, double hi) {
+    std::int64_t fast = 0;
+    std::vector<double> in_range;
+    for (double v : x) {
+      std::uint16_t b = 0;
+      const bool ok = fast_row(&b, &v, 1);
+      INFO(to_string(t) << " x = " << v);
+      REQUIRE(ok == (std::fabs(v) >= lo && std::fabs(v) < hi));
+      if (!ok) continue;
+      ++fast;
+      REQUIRE(b == reference_bits(v));
+      in_range.push_back(v);
     }
-    std::uint16_t s = 0;
-    F16Storage::store(&s, 0, x);
-    std::uint16_t want = 0;
-    store_from_double(DType::F16, &want, 0, x);
-    REQUIRE(s == want);
-  }
-  for (double x : xb) {
-    std::uint16_t b = 0;
-    if (rne_normal_bits<7, 127>(x, b)) {
-      ++fast_bf16;
-      INFO("bf16 x = " << x);
-      REQUIRE(b == bf16_bits(x));
+    const std::vector<double>& fast_only = in_range;
+    for (const std::vector<double>* row : {&x, &fast_only}) {  // fallback row, fast row
+      std::vector<std::uint16_t> got(row->size()), want(row->size());
+      store_row(got.data(), row->data(), static_cast<std::int64_t>(row->size()));
+      for (std::size_t d = 0; d < row->size(); ++d)
+        store_from_double(t, want.data(), static_cast<std::int64_t>(d), (*row)[d]);
+      REQUIRE(got == want);
     }
-    std::uint16_t s = 0;
-    BF16Storage::store(&s, 0, x);
-    std::uint16_t want = 0;
-    store_from_double(DType::BF16, &want, 0, x);
-    REQUIRE(s == want);
-  }
+    return fast;
+  };
+  const std::int64_t fast16 =
+      check(xs, DType::F16, rne_normal_row<10, 15>, F16Storage::store_row, half_bits, 0x1p-14,
+            0x1p16);
+  const std::int64_t fast_bf16 =
+      check(xb, DType::BF16, rne_normal_row<7, 127>, BF16Storage::store_row, bf16_bits, 0x1p-126,
+            0x1p128);
   CHECK(fast16 > 100000);  // the fast path is exercised, ties included
   CHECK(fast_bf16 > 100000);
 }
