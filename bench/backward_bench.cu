@@ -39,6 +39,7 @@
 #include "tbe/cuda/forward.h"
 #include "tbe/io/npy.h"
 #include "tbe/precision.h"
+#include "tbe/rng.h"
 #include "tbe/workloads.h"
 
 namespace tbe::bench {
@@ -49,10 +50,8 @@ using tbe::cuda::DeviceBuffer;
 __global__ void fill_uniform(float* p, std::int64_t n, std::uint64_t seed) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    // draw i of Rng::from_state(seed): splitmix64's mixer, on the device (relaxed constexpr)
+    const std::uint64_t z = splitmix64_mix(seed + kSplitMix64Gamma * static_cast<std::uint64_t>(i + 1));
     p[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1p-53 * 2.0 - 1.0);
   }
 }

@@ -4,15 +4,19 @@
 //     case.json, and each "\n@file NAME\n" marker starts file NAME (names restricted to
 //     [A-Za-z0-9._-], at most 16 files), e.g.
 //        {"format": "tbe-case", ...}\n@file indices.npy\n<npy bytes>\n@file offsets.npy\n<npy bytes>
-//     written to a private temporary folder and read with tbe::io::read_case.
+//     written to a private temporary folder and read with tbe::io::read_any_case (every operator:
+//     forward, backward, ikbo-lce, ikbo-attention).
 // Checks (each failure aborts): no crash / sanitizer report; every error is a tbe::Error (an
 // InvalidArgument with a non-empty message and argument); anything else thrown is a bug.
 // On success: a parsed .npy has data = numel·itemsize and round-trips through serialize_npy; a
-// read case passes tbe::validate, round-trips through write_case/read_case unchanged, and (when
-// small and its bounds mode is not NONE) runs forward_reference without error other than a
-// BoundsCheckError under FATAL.
+// read case round-trips through write_case/read_any_case bit for bit (bitwise_equal), passes its
+// operator's validation (tbe::validate, validate(BackwardProblem, strategy), ikbo::validate and
+// validate_map), and, when small, runs on the reference: forward_reference (bounds mode not NONE
+// with a violation) or backward_reference without an error other than a BoundsCheckError under
+// FATAL, lce_reference / attention_reference without any error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,14 +25,17 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <omp.h>
 
 #include "fuzz_input.h"
+#include "tbe/backward.h"
 #include "tbe/bounds_check.h"
 #include "tbe/forward.h"
-#include "tbe/io/case_file.h"
+#include "tbe/ikbo.h"
+#include "tbe/io/any_case_file.h"
 #include "tbe/io/npy.h"
 
 using namespace tbe;
@@ -110,18 +117,110 @@ void check_npy(const std::uint8_t* data, std::size_t size) {
                  "npy round trip changed the array");
 }
 
-bool same_problem(const ForwardCase& a, const ForwardCase& b) {
-  return a.weights_dtype == b.weights_dtype && a.weights == b.weights && a.rows == b.rows &&
-         a.dims == b.dims && a.table_offsets == b.table_offsets &&
-         a.feature_table_map == b.feature_table_map && a.index_dtype == b.index_dtype &&
-         a.indices == b.indices && a.offsets == b.offsets &&
-         a.per_sample_weights.size() == b.per_sample_weights.size() &&
-         (a.per_sample_weights.empty() ||  // bitwise: NaN and -0 weights must survive too
-          std::memcmp(a.per_sample_weights.data(), b.per_sample_weights.data(),
-                      a.per_sample_weights.size() * sizeof(float)) == 0) &&
-         a.batch_size == b.batch_size && a.vbe_batch_sizes == b.vbe_batch_sizes &&
-         a.vbe_ranks == b.vbe_ranks && a.options.pooling == b.options.pooling &&
-         a.options.bounds_check == b.options.bounds_check && a.options.policy == b.options.policy;
+// Small enough to run on the reference within the fuzzer's time budget.
+constexpr std::int64_t kMaxReferenceWork = std::int64_t{1} << 16;
+
+// Whether the product of non-negative factors is at most kMaxReferenceWork (no overflow).
+bool small_work(std::initializer_list<std::int64_t> factors) {
+  for (std::int64_t f : factors)
+    if (f == 0) return true;
+  std::int64_t n = 1;
+  for (std::int64_t f : factors) {
+    if (f > kMaxReferenceWork || n > kMaxReferenceWork / f) return false;
+    n *= f;
+  }
+  return true;
+}
+
+void check_forward(io::CaseFile& c) {
+  ForwardProblem p;
+  try {
+    p = c.problem.view();
+  } catch (const std::exception& e) {
+    fail(std::string("read_case returned a case whose view() throws: ") + e.what());
+  }
+  const Status st = validate(p);
+  TBE_FUZZ_CHECK(st.ok(), "read_case returned an invalid problem: " + st.message);
+
+  // Run the reference on small cases (NONE trusts the caller: only with valid bounds).
+  const OutputLayout layout = make_output_layout(p);
+  if (layout.numel > kMaxReferenceWork || p.lookups.num_indices > kMaxReferenceWork) return;
+  if (p.options.bounds_check == BoundsCheckMode::None && find_first_violation(p)) return;
+  std::vector<std::byte> out(static_cast<std::size_t>(layout.numel) *
+                             dtype_size(p.options.policy.output));
+  try {
+    (void)forward_reference(p, out.data());
+  } catch (const BoundsCheckError&) {
+    TBE_FUZZ_CHECK(p.options.bounds_check == BoundsCheckMode::Fatal,
+                   "BoundsCheckError outside FATAL");
+  } catch (const std::exception& e) {
+    fail(std::string("forward_reference failed on an accepted case: ") + e.what());
+  }
+}
+
+void check_backward(io::BackwardCaseFile& c) {
+  BackwardProblem p;
+  try {
+    p = c.problem.view();
+  } catch (const std::exception& e) {
+    fail(std::string("read_backward_case returned a case whose view() throws: ") + e.what());
+  }
+  const Status st = validate(p, c.strategy ? c.strategy->strategy : BackwardStrategy{});
+  TBE_FUZZ_CHECK(st.ok(), "read_backward_case returned an invalid problem: " + st.message);
+  const ForwardProblem& fp = p.forward;
+  if (make_output_layout(fp).numel > kMaxReferenceWork || fp.lookups.num_indices > kMaxReferenceWork ||
+      c.problem.forward.weights.size() > static_cast<std::size_t>(kMaxReferenceWork) * 4)
+    return;
+  std::vector<std::byte> weights = c.problem.forward.weights;  // updated in place, as FBGEMM does
+  std::vector<float> momentum = c.problem.momentum;
+  std::vector<float> psw_grad(fp.lookups.weighted() ? static_cast<std::size_t>(fp.lookups.num_indices) : 0);
+  BackwardOutputs out;
+  out.weights = weights.data();
+  out.momentum = p.momentum != nullptr ? momentum.data() : nullptr;
+  out.per_sample_weight_grad = psw_grad.empty() ? nullptr : psw_grad.data();
+  try {
+    (void)backward_reference(p, out);
+  } catch (const BoundsCheckError&) {
+    TBE_FUZZ_CHECK(fp.options.bounds_check == BoundsCheckMode::Fatal, "BoundsCheckError outside FATAL");
+  } catch (const std::exception& e) {
+    fail(std::string("backward_reference failed on an accepted case: ") + e.what());
+  }
+}
+
+void check_lce(const io::LceCaseFile& c) {
+  const ikbo::LceProblem p = c.problem.view();
+  const Status st = ikbo::validate(p);
+  TBE_FUZZ_CHECK(st.ok(), "read_lce_case returned an invalid problem: " + st.message);
+  const Status sm = ikbo::validate_map(c.problem.cand_to_user, p.U);
+  TBE_FUZZ_CHECK(sm.ok(), "read_lce_case returned an invalid map: " + sm.message);
+  // Work: B·M·N·K_c for the candidate part, U·M·N·K_u for the user part.
+  if (!small_work({p.B, p.M, p.N, p.K_c}) || !small_work({p.U, p.M, p.N, p.K_u}) ||
+      !small_work({p.U}))
+    return;
+  std::vector<std::byte> out = c.problem.make_output();
+  try {
+    ikbo::lce_reference(p, out.data());
+  } catch (const std::exception& e) {
+    fail(std::string("lce_reference failed on an accepted case: ") + e.what());
+  }
+}
+
+void check_attention(const io::AttentionCaseFile& c) {
+  const ikbo::AttentionProblem p = c.problem.view();
+  const Status st = ikbo::validate(p);
+  TBE_FUZZ_CHECK(st.ok(), "read_attention_case returned an invalid problem: " + st.message);
+  const Status sm = ikbo::validate_map(c.problem.cand_to_user, p.U);
+  TBE_FUZZ_CHECK(sm.ok(), "read_attention_case returned an invalid map: " + sm.message);
+  // Work: every query row against its user's keys, bounded by B·n_seed·H·Dh·(max keys of a user).
+  const std::int64_t rows = static_cast<std::int64_t>(c.problem.q.size() / dtype_size(p.policy.storage));
+  const std::int64_t keys = p.total_keys();
+  if (!small_work({rows, std::max<std::int64_t>(keys, 1)}) || !small_work({p.U})) return;
+  std::vector<std::byte> out = c.problem.make_output();
+  try {
+    ikbo::attention_reference(p, out.data());
+  } catch (const std::exception& e) {
+    fail(std::string("attention_reference failed on an accepted case: ") + e.what());
+  }
 }
 
 void check_case(const std::uint8_t* data, std::size_t size) {
@@ -147,59 +246,26 @@ void check_case(const std::uint8_t* data, std::size_t size) {
     pos = next;
   }
 
-  io::CaseFile c;
-  if (!expect_only_tbe_errors("read_case", [&] { c = io::read_case(g_case_dir.string()); })) return;
+  io::AnyCaseFile c;
+  if (!expect_only_tbe_errors("read_any_case", [&] { c = io::read_any_case(g_case_dir.string()); })) return;
 
-  if (std::getenv("TBE_FUZZ_VERBOSE")) std::fprintf(stderr, "read_case accepted %s\n", c.name.c_str());
-  // Accepted: the problem is valid, and writing + reading it back gives the same case.
-  ForwardProblem p;
-  try {
-    p = c.problem.view();
-  } catch (const std::exception& e) {
-    fail(std::string("read_case returned a case whose view() throws: ") + e.what());
-  }
-  const Status st = validate(p);
-  TBE_FUZZ_CHECK(st.ok(), "read_case returned an invalid problem: " + st.message);
-  io::CaseFile back;
+  if (std::getenv("TBE_FUZZ_VERBOSE"))
+    std::fprintf(stderr, "read_any_case accepted a case of operator %s\n", io::to_string(io::case_operator(c)).c_str());
+  // Accepted: writing + reading it back gives the same case, bit for bit.
+  io::AnyCaseFile back;
   try {
     reset_dir(g_copy_dir);
     io::write_case(g_copy_dir.string(), c);
-    back = io::read_case(g_copy_dir.string());
+    back = io::read_any_case(g_copy_dir.string());
   } catch (const std::exception& e) {
-    fail(std::string("write_case/read_case round trip failed: ") + e.what());
+    fail(std::string("write_case/read_any_case round trip failed: ") + e.what());
   }
-  TBE_FUZZ_CHECK(back.name == c.name && back.provenance == c.provenance && back.seed == c.seed,
-                 "round trip changed the metadata");
-  TBE_FUZZ_CHECK(same_problem(back.problem, c.problem), "round trip changed the problem");
-  TBE_FUZZ_CHECK(back.recorded.has_value() == c.recorded.has_value() &&
-                     back.expect.has_value() == c.expect.has_value(),
-                 "round trip changed recorded/expect presence");
-  if (c.recorded) {
-    TBE_FUZZ_CHECK(back.recorded->output == c.recorded->output &&
-                       back.recorded->output_dtype == c.recorded->output_dtype &&
-                       back.recorded->warnings == c.recorded->warnings &&
-                       back.recorded->error == c.recorded->error &&
-                       back.recorded->implementation == c.recorded->implementation,
-                   "round trip changed the recorded outputs");
-  }
-  if (c.expect)
-    TBE_FUZZ_CHECK(back.expect->verdict == c.expect->verdict && back.expect->rule == c.expect->rule,
-                   "round trip changed the expectation");
+  TBE_FUZZ_CHECK(io::bitwise_equal(back, c), "round trip changed the case");
 
-  // Run the reference on small cases (NONE trusts the caller: only with valid bounds).
-  const OutputLayout layout = make_output_layout(p);
-  if (layout.numel > (1 << 16) || p.lookups.num_indices > (1 << 16)) return;
-  if (p.options.bounds_check == BoundsCheckMode::None && find_first_violation(p)) return;
-  std::vector<std::byte> out(static_cast<std::size_t>(layout.numel) *
-                             dtype_size(p.options.policy.output));
-  try {
-    (void)forward_reference(p, out.data());
-  } catch (const BoundsCheckError&) {
-    TBE_FUZZ_CHECK(p.options.bounds_check == BoundsCheckMode::Fatal,
-                   "BoundsCheckError outside FATAL");
-  } catch (const std::exception& e) {
-    fail(std::string("forward_reference failed on an accepted case: ") + e.what());
-  }
+  if (auto* f = std::get_if<io::CaseFile>(&c)) check_forward(*f);
+  if (auto* b = std::get_if<io::BackwardCaseFile>(&c)) check_backward(*b);
+  if (auto* l = std::get_if<io::LceCaseFile>(&c)) check_lce(*l);
+  if (auto* a = std::get_if<io::AttentionCaseFile>(&c)) check_attention(*a);
 }
 
 }  // namespace

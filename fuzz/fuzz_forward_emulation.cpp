@@ -22,6 +22,7 @@
 #include <omp.h>
 
 #include "fuzz_input.h"
+#include "tbe/case_builder.h"
 #include "tbe/forward.h"
 #include "tbe/host_case.h"
 #include "tbe/oracle/forward_oracle.h"
@@ -73,67 +74,80 @@ void store_bits(std::vector<std::byte>& buf, DType t, std::int64_t i, std::uint3
   }
 }
 
+// The case the bytes describe, read in this order: dtypes, policy, pooling, tables (E, D), every
+// weight, T and the map, VBE sizes or B, the leading indices, every bag, per-sample weights, the
+// index type and the bounds-check mode; laid out by tbe::build_case.
 ForwardCase build(ByteReader& in) {
-  ForwardCase c;
   static constexpr DType kF[] = {DType::F32, DType::F16, DType::BF16};
   static constexpr PoolingMode kP[] = {PoolingMode::Sum, PoolingMode::Mean, PoolingMode::None};
   static constexpr BoundsCheckMode kM[] = {BoundsCheckMode::Warning, BoundsCheckMode::Ignore,
                                            BoundsCheckMode::Fatal, BoundsCheckMode::None};
+  ForwardCaseSpec spec;
   const DType wdt = kF[in.u8() % 3], odt = kF[in.u8() % 3];
   const PolicyKind kind = in.flag() ? PolicyKind::FbgemmCuda : PolicyKind::SeedDefault;
   const PoolingMode pooling = kP[in.u8() % 3];
   const bool none = pooling == PoolingMode::None;
 
   const int nt = in.range(1, 3);
-  std::vector<std::int64_t> rows;
-  std::vector<std::int32_t> dims;
+  std::vector<std::int64_t>& rows = spec.rows;
   for (int t = 0; t < nt; ++t) {
     rows.push_back(in.range(1, 8));
-    dims.push_back(in.range(1, 9));
+    spec.dims.push_back(in.range(1, 9));
   }
-  if (none) dims.assign(nt, dims[0]);
-  c.set_tables(wdt, rows, dims);
-  for (int t = 0; t < nt; ++t)
-    for (std::int64_t e = 0; e < rows[t] * dims[t]; ++e)
-      store_bits(c.weights, wdt, c.table_offsets[t] + e, value_bits(in, wdt));
+  if (none) spec.dims.assign(nt, spec.dims[0]);
+  spec.weights = wdt;
+  // Every weight's bits, table-major (each a finite value of wdt), copied into the tables as is.
+  std::vector<std::vector<std::byte>> bits(nt);
+  for (int t = 0; t < nt; ++t) {
+    bits[t].resize(static_cast<std::size_t>(rows[t] * spec.dims[t]) * dtype_size(wdt));
+    for (std::int64_t e = 0; e < rows[t] * spec.dims[t]; ++e)
+      store_bits(bits[t], wdt, e, value_bits(in, wdt));
+  }
 
   const int T = in.range(1, 3);
-  for (int f = 0; f < T; ++f) c.feature_table_map.push_back(static_cast<std::int32_t>(in.u8() % nt));
+  for (int f = 0; f < T; ++f)
+    spec.feature_table_map.push_back(static_cast<std::int32_t>(in.u8() % nt));
   std::vector<std::int64_t> bag_table;  // table of every bag, feature-major
   if (in.u8() % 4 == 0) {               // VBE
-    c.vbe_ranks = in.range(1, 2);
+    spec.vbe_ranks = in.range(1, 2);
     for (int f = 0; f < T; ++f)
-      for (int r = 0; r < c.vbe_ranks; ++r) {
-        c.vbe_batch_sizes.push_back(in.range(0, 4));
-        bag_table.insert(bag_table.end(), c.vbe_batch_sizes.back(), c.feature_table_map[f]);
+      for (int r = 0; r < spec.vbe_ranks; ++r) {
+        spec.vbe_batch_sizes.push_back(in.range(0, 4));
+        bag_table.insert(bag_table.end(), spec.vbe_batch_sizes.back(), spec.feature_table_map[f]);
       }
   } else {
-    c.batch_size = in.range(0, 4);
-    for (int f = 0; f < T; ++f) bag_table.insert(bag_table.end(), c.batch_size, c.feature_table_map[f]);
+    spec.batch_size = in.range(0, 4);
+    for (int f = 0; f < T; ++f)
+      bag_table.insert(bag_table.end(), spec.batch_size, spec.feature_table_map[f]);
   }
   // Lookups: optional leading indices that belong to no bag, then L in 0..12 per bag (short
   // bags weighted up), every index valid for its table.
   const int lead = in.u8() % 8 == 0 ? in.range(1, 2) : 0;
-  for (int q = 0; q < lead; ++q) c.indices.push_back(in.u8() % rows[0]);
-  c.offsets.push_back(lead);
+  for (int q = 0; q < lead; ++q) spec.leading.push_back(in.u8() % rows[0]);
+  std::size_t N = spec.leading.size();
   for (std::int64_t tb : bag_table) {
     const std::uint8_t l = in.u8();
     const int L = l < 192 ? l % 5 : l % 13;
-    for (int q = 0; q < L; ++q) c.indices.push_back(in.u8() % rows[tb]);
-    c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
+    std::vector<std::int64_t>& bag = spec.bags.emplace_back();
+    for (int q = 0; q < L; ++q) bag.push_back(in.u8() % rows[tb]);
+    N += static_cast<std::size_t>(L);
   }
   if (!none && in.flag()) {
-    for (std::size_t q = 0; q < c.indices.size(); ++q) {
+    for (std::size_t q = 0; q < N; ++q) {
       const std::uint32_t b = value_bits(in, DType::F32);
       float w;
       std::memcpy(&w, &b, 4);
-      c.per_sample_weights.push_back(w);
+      spec.per_sample_weights.push_back(w);
     }
   }
-  c.index_dtype = in.flag() ? DType::I32 : DType::I64;
-  c.options.pooling = pooling;
-  c.options.bounds_check = kM[in.u8() % 4];
-  c.options.policy = make_policy(kind, wdt, odt);
+  spec.index_dtype = in.flag() ? DType::I32 : DType::I64;
+  spec.options.pooling = pooling;
+  spec.options.bounds_check = kM[in.u8() % 4];
+  spec.options.policy = make_policy(kind, wdt, odt);
+  ForwardCase c = build_case(spec);
+  for (int t = 0; t < nt; ++t)
+    std::memcpy(c.weights.data() + c.table_offsets[t] * dtype_size(wdt), bits[t].data(),
+                bits[t].size());
   return c;
 }
 

@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "tbe/backward.h"
+#include "tbe/case_builder.h"
 #include "tbe/host_case.h"
-#include "tbe/io/case_file.h"
+#include "tbe/ikbo_workloads.h"
+#include "tbe/io/any_case_file.h"
 #include "tbe/io/npy.h"
 
 namespace fs = std::filesystem;
@@ -47,7 +50,7 @@ std::string slurp(const fs::path& p) {
 }
 
 // A case folder framed as fuzz_case_reader reads it: case.json, then "\n@file NAME\n" + bytes.
-std::string frame_case(const io::CaseFile& c, const fs::path& tmp) {
+std::string frame_case(const io::AnyCaseFile& c, const fs::path& tmp) {
   fs::remove_all(tmp);
   io::write_case(tmp.string(), c);
   std::string out = slurp(tmp / "case.json");
@@ -60,28 +63,126 @@ std::string frame_case(const io::CaseFile& c, const fs::path& tmp) {
 }
 
 ForwardCase small_case(DType w, DType o, PoolingMode pool, DType idx, bool weighted, bool vbe) {
-  ForwardCase c;
-  c.set_tables(w, {3, 2}, {4, pool == PoolingMode::None ? 4 : 3});
-  for (std::int64_t r = 0; r < 3; ++r)
-    for (std::int64_t d = 0; d < 4; ++d) c.set_weight(0, r, d, static_cast<double>(r - d) * 0.5);
-  for (std::int64_t r = 0; r < 2; ++r)
-    for (std::int64_t d = 0; d < c.dims[1]; ++d) c.set_weight(1, r, d, static_cast<double>(r + d));
-  c.feature_table_map = {0, 1};
-  c.index_dtype = idx;
+  ForwardCaseSpec spec;
+  spec.weights = w;
+  spec.rows = {3, 2};
+  spec.dims = {4, pool == PoolingMode::None ? 4 : 3};
+  spec.fill = [](std::int64_t t, std::int64_t r, std::int64_t d) {
+    return t == 0 ? static_cast<double>(r - d) * 0.5 : static_cast<double>(r + d);
+  };
+  spec.feature_table_map = {0, 1};
+  spec.index_dtype = idx;
   if (vbe) {
-    c.vbe_ranks = 2;
-    c.vbe_batch_sizes = {1, 0, 2, 1};
-    c.offsets = {0, 2, 2, 3, 5};
+    spec.vbe_ranks = 2;
+    spec.vbe_batch_sizes = {1, 0, 2, 1};
   } else {
-    c.batch_size = 2;
-    c.offsets = {0, 2, 2, 3, 5};
+    spec.batch_size = 2;
   }
-  c.indices = {0, 2, 1, 0, 1};
-  if (weighted) c.per_sample_weights = {1.0f, 0.5f, -2.0f, 0.25f, 3.0f};
-  c.options.pooling = pool;
-  c.options.bounds_check = BoundsCheckMode::Warning;
-  c.options.policy = make_policy(PolicyKind::SeedDefault, w, o);
-  return c;
+  spec.bags = {{0, 2}, {}, {1}, {0, 1}};  // offsets 0 2 2 3 5
+  if (weighted) spec.per_sample_weights = {1.0f, 0.5f, -2.0f, 0.25f, 3.0f};
+  spec.options.pooling = pool;
+  spec.options.bounds_check = BoundsCheckMode::Warning;
+  spec.options.policy = make_policy(PolicyKind::SeedDefault, w, o);
+  return build_case(spec);
+}
+
+// The reference's backward outputs for `c` (updated weights, momentum, per-sample-weight grads).
+io::BackwardRecordedOutputs backward_recording(BackwardCase& c) {
+  io::BackwardRecordedOutputs r;
+  r.implementation = "cpu-reference (fuzz seed)";
+  std::vector<std::byte> w = c.forward.weights;
+  std::vector<float> m = c.momentum;
+  std::vector<float> g(c.forward.per_sample_weights.size());
+  BackwardOutputs out{w.data(), m.empty() ? nullptr : m.data(), g.empty() ? nullptr : g.data()};
+  r.warnings = backward_reference(c.view(), out).warnings;
+  r.weights = w;
+  if (!m.empty()) r.momentum = m;
+  if (!g.empty()) r.per_sample_weight_grad = g;
+  return r;
+}
+
+void backward_cases(const fs::path& dir, const fs::path& tmp) {
+  // Rowwise Adagrad (L2), FP16 weights, SR write-back, weighted, a bad index under WARNING,
+  // clipping, a strategy, everything recorded by the reference.
+  io::BackwardCaseFile a;
+  a.name = "backward-adagrad-sr";
+  a.provenance = "fuzz seed";
+  a.seed = 11;
+  a.problem.forward = small_case(DType::F16, DType::F32, PoolingMode::Sum, DType::I64, true, false);
+  a.problem.forward.indices[1] = 9;
+  a.problem.forward.options.policy.write_back = RoundingMode::Stochastic;
+  a.problem.options.optimizer = OptimizerConfig{OptimizerKind::ExactRowwiseAdagrad, 0.05, 1e-6, 0.01, WeightDecayMode::L2, 0.0, 2.5};
+  a.problem.options.sr_seed = 77;
+  a.problem.options.sr_offset = 2;
+  a.problem.reset_momentum();
+  a.problem.resize_grad_output();
+  for (std::int64_t i = 0; i < 14; ++i) a.problem.set_grad(i, 0.25 * static_cast<double>(i % 5) - 0.5);
+  for (std::size_t r = 0; r < a.problem.momentum.size(); ++r) a.problem.momentum[r] = 0.125f * static_cast<float>(r);
+  a.strategy = io::BackwardStrategyRecord{BackwardStrategy{1, 32, BackwardStrategy::LongRuns::Chunked, false}, true};
+  a.recorded = backward_recording(a.problem);
+  put(dir, "case_backward_adagrad_sr", frame_case(a, tmp));
+  // SGD, BF16 weights and output, MEAN over VBE under FATAL, max_norm, only the weights recorded.
+  io::BackwardCaseFile b;
+  b.name = "backward-sgd-vbe";
+  b.problem.forward = small_case(DType::BF16, DType::BF16, PoolingMode::Mean, DType::I32, false, true);
+  b.problem.forward.options.bounds_check = BoundsCheckMode::Fatal;
+  b.problem.options.optimizer = OptimizerConfig{OptimizerKind::ExactSgd, 0.5, 1e-8, 0.0, WeightDecayMode::None, 1.5, 0.0};
+  b.problem.resize_grad_output();
+  for (std::int64_t i = 0; i < 12; ++i) b.problem.set_grad(i, static_cast<double>(i) - 6.0);
+  b.recorded = backward_recording(b.problem);
+  b.recorded->warnings.reset();
+  b.expect = io::Expectation{"fail", "docs/backward.md Semantics: max_norm"};
+  put(dir, "case_backward_sgd_vbe", frame_case(b, tmp));
+}
+
+void ikbo_cases(const fs::path& dir, const fs::path& tmp) {
+  // LCE, FP16, user-rounded, unsorted map, the reference's output recorded.
+  io::LceCaseFile l;
+  l.name = "lce-fp16-user-rounded";
+  l.provenance = "fuzz seed";
+  l.problem = ikbo::make_lce_case({4, 3, 2, 3, 5, 2}, {DType::F16, DType::F32, ikbo::LceRounding::UserRounded},
+                                  ikbo::MapKind::Unsorted, 3);
+  l.recorded = io::IkboRecordedOutput{"cpu-reference (fuzz seed)", l.problem.make_output(), std::nullopt};
+  ikbo::lce_reference(l.problem.view(), l.recorded->output->data());
+  put(dir, "case_lce_fp16", frame_case(l, tmp));
+  // LCE without a user part (K_u = 0), BF16, FP64 accumulation, users without candidates, an
+  // implementation that raised.
+  io::LceCaseFile n;
+  n.name = "lce-bf16-no-user-part";
+  n.problem = ikbo::make_lce_case({3, 4, 1, 2, 3, 0}, {DType::BF16, DType::F64, ikbo::LceRounding::Published},
+                                  ikbo::MapKind::UsersWithoutCandidates, 4);
+  n.recorded = io::IkboRecordedOutput{"somebody else", std::nullopt, std::string("device_error")};
+  put(dir, "case_lce_bf16_no_user_part", frame_case(n, tmp));
+  // Dense attention, FP32, scale 0.5, one user per candidate.
+  io::AttentionCaseFile d;
+  d.name = "attention-dense-fp32";
+  ikbo::AttentionShape ds;
+  ds.B = 3;
+  ds.U = 3;
+  ds.n_seed = 2;
+  ds.H = 1;
+  ds.Dh = 3;
+  ds.S = 2;
+  ds.scale = 0.5;
+  d.problem = ikbo::make_attention_case(ds, {DType::F32, DType::F64, ikbo::LceRounding::RoundOnce},
+                                        ikbo::MapKind::UserPerCandidate, 5);
+  d.recorded = io::IkboRecordedOutput{"cpu-reference (fuzz seed)", d.problem.make_output(), std::nullopt};
+  ikbo::attention_reference(d.problem.view(), d.recorded->output->data());
+  put(dir, "case_attention_dense_fp32", frame_case(d, tmp));
+  // Jagged attention, BF16, lengths 0, 3, 1 (an empty user), sorted map.
+  io::AttentionCaseFile g;
+  g.name = "attention-jagged-bf16";
+  ikbo::AttentionShape gs = ds;
+  gs.B = 4;
+  gs.H = 2;
+  gs.scale = 0.0;
+  gs.jagged = true;
+  gs.lengths = {0, 3, 1};
+  g.problem = ikbo::make_attention_case(gs, {DType::BF16, DType::F32, ikbo::LceRounding::RoundOnce},
+                                        ikbo::MapKind::Sorted, 6);
+  g.recorded = io::IkboRecordedOutput{"cpu-reference (fuzz seed)", g.problem.make_output(), std::nullopt};
+  ikbo::attention_reference(g.problem.view(), g.recorded->output->data());
+  put(dir, "case_attention_jagged_bf16", frame_case(g, tmp));
 }
 
 void case_reader(const fs::path& dir) {
@@ -109,6 +210,8 @@ void case_reader(const fs::path& dir) {
   c.recorded = rec;
   c.expect = io::Expectation{"fail", "bounds check repair"};
   put(dir, "case_none_bf16_recorded", frame_case(c, tmp));
+  backward_cases(dir, tmp);
+  ikbo_cases(dir, tmp);
   fs::remove_all(tmp);
   // Plain .npy images (the whole input is also parsed as one).
   const float f[6] = {1.0f, -0.0f, 3.5f, 1e-45f, 3.4e38f, 2.0f};

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (CUDA targets too when nvcc is present: they are
 # compiled even on machines without a GPU) and runs the whole ctest suite. GPU tests show as
-# skipped when no device is visible. Then:
+# skipped when no device is visible; the pytest suite of the Python module (python/) is the ctest
+# test `python_tests`. Then:
 #  - the CPU tests again under AddressSanitizer + UndefinedBehaviorSanitizer (preset `sanitize`,
 #    `ctest -L cpu -LE heavy`: `heavy` marks end-to-end runs of tbe-verify whose code the other
-#    CPU tests already cover under the sanitizers, and that take minutes instrumented);
+#    CPU tests already cover under the sanitizers, and that take minutes instrumented;
+#    `python_tests` loads the instrumented module into python3 with the ASan runtime preloaded,
+#    python/CMakeLists.txt);
 #  - when clang with libFuzzer is available, the fuzz harnesses (preset `fuzz`), each run for
 #    TBE_FUZZ_SECONDS (default 60) from its seed corpus; a crash fails the script and leaves the
 #    input under build-fuzz/artifacts/ (replay: fuzz/README.md).

@@ -22,16 +22,18 @@
 
 #include "cli/verify_args.h"
 #include "tbe/backend.h"
+#include "tbe/select_backend.h"
 #include "tbe/errors.h"
-#include "verify/backward_rows.h"
-#include "verify/case_commands.h"
-#include "verify/ikbo_rows.h"
-#include "verify/matrix.h"
-#include "verify/report.h"
-#include "verify/runner.h"
+#include "tbe/judge/backward_rows.h"
+#include "tbe/judge/case_commands.h"
+#include "tbe/judge/ikbo_rows.h"
+#include "tbe/judge/matrix.h"
+#include "tbe/judge/report.h"
+#include "tbe/judge/runner.h"
 
 namespace {
 
+using namespace tbe::judge;
 using namespace tbe::verify;
 
 constexpr std::int64_t kDefaultBatch = 8192;
@@ -273,7 +275,7 @@ int run(const VerifyArgs& args) {
   info.seconds_generation = runner.generation_seconds();
   if (args.rows.forward) print_results(std::cout, info, results);
 
-  // Backward + exact optimizer rows (verify/backward_rows.h): their own table and count line.
+  // Backward + exact optimizer rows (tbe/judge/backward_rows.h): their own table and count line.
   std::vector<BackwardRowResult> backward;
   if (args.rows.backward) {
     BackwardRunnerConfig bcfg;
@@ -348,6 +350,18 @@ int run(const VerifyArgs& args) {
 
 }  // namespace
 
+/// `tbe-verify replay DIR`: the reference and, when a GPU is visible, the CUDA backend.
+int replay_with_gpu(const std::string& dir) {
+  std::unique_ptr<tbe::Backend> gpu;
+  std::string no_gpu;
+  try {
+    gpu = tbe::select_backend(tbe::BackendKind::Cuda);
+  } catch (const tbe::Error& e) {
+    no_gpu = e.what();
+  }
+  return tbe::judge::replay_case(dir, std::cout, gpu.get(), no_gpu);
+}
+
 int main(int argc, char** argv) {
   try {
     const tbe::cli::Parsed<VerifyCommand> parsed = parse_verify_args(argc, argv);
@@ -356,9 +370,9 @@ int main(int argc, char** argv) {
     const VerifyCommand& cmd = std::get<VerifyCommand>(parsed);
     switch (cmd.kind) {
       case VerifyCommand::Kind::Replay:
-        return replay_case(cmd.case_dir, std::cout);
+        return replay_with_gpu(cmd.case_dir);
       case VerifyCommand::Kind::Check:
-        return check_case(cmd.case_dir, std::cout);
+        return tbe::judge::check_case(cmd.case_dir, std::cout);
       case VerifyCommand::Kind::Run:
         break;
     }

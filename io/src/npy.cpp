@@ -358,9 +358,21 @@ void write_npy(const std::string& path, const NpyArray& a) {
 
 void write_npy(const std::string& path, DType t, std::int64_t n, const void* data) {
   if (n < 0) throw InvalidArgument("shape", "write_npy: negative length " + std::to_string(n));
+  write_npy(path, t, std::vector<std::int64_t>{n}, data);
+}
+
+void write_npy(const std::string& path, DType t, const std::vector<std::int64_t>& shape,
+               const void* data) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw InvalidArgument("shape", "write_npy: negative dimension " + std::to_string(d) + " in " + shape_repr(shape));
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+      throw InvalidArgument("shape", "write_npy: prod(shape " + shape_repr(shape) + ") overflows int64");
+    n *= d;
+  }
   const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(t);
   if (bytes > 0 && data == nullptr) throw InvalidArgument("data", "write_npy: null data for " + std::to_string(n) + " elements");
-  write_file(path, npy_header(npy_descr(t), {n}, bytes), data, bytes);
+  write_file(path, npy_header(npy_descr(t), shape, bytes), data, bytes);
 }
 
 std::string npy_descr(DType t) {

@@ -21,7 +21,6 @@ namespace {
 
 using detail::Accumulator;
 using detail::mix_seed;
-using detail::SplitMix64;
 
 bool is_chunked(const BackwardEmulationOptions& o) { return o.order == SummationOrder::Chunked256; }
 
@@ -91,7 +90,7 @@ BackwardEmulationResult emulate_backward(const BackwardProblem& p,
                   o.fault != BackwardFault::NoStochasticRounding;
   const Accumulator A(acc_t, static_cast<std::size_t>(o.chunk_size));
   const Accumulator Op(opt_t);
-  const detail::WeightLoader W(wt, tb.weights);
+  const FloatLoader W(wt, tb.weights);
 
   const OptimizerConfig& oc = p.options.optimizer;
   const bool adagrad = oc.kind == OptimizerKind::ExactRowwiseAdagrad;
@@ -246,8 +245,8 @@ BackwardEmulationResult emulate_backward(const BackwardProblem& p,
         const std::int64_t e = row + d;
         double v = w[d];
         if (sr) {
-          SplitMix64 g{mix_seed(o.seed ^ 0x5352, e, 0)};
-          v = stochastic_round(wt, v, static_cast<double>(g.next() >> 11) * 0x1p-53);
+          Rng g = Rng::from_state(mix_seed(o.seed ^ 0x5352, e, 0));
+          v = stochastic_round(wt, v, g.uniform());
         }
         store_from_double(wt, res.weights.data(), e, v);  // RNE (exact after SR)
       }

@@ -20,8 +20,8 @@ namespace tbe::oracle {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kU64 = 0x1p-53;
-constexpr double kMinSub64 = 0x1p-1074;
+constexpr double kU64 = DTypeTraits<DType::F64>::unit_roundoff;
+constexpr double kMinSub64 = DTypeTraits<DType::F64>::min_subnormal;
 constexpr double kTiny = 0x1p-900;  ///< below this an FMA remainder may be inexact (underflow)
 
 double gamma_k(double k, double u) {
@@ -159,7 +159,7 @@ struct IvArith {
     log2n -= 1;
     if (points && all_repr && (!mean || pow2) &&
         (s_hi == 0 || (s_hi < std::ldexp(1.0, tr.digits + min_lsb) &&
-                       min_lsb - (mean ? log2n : 0) >= detail::min_subnormal_exponent(t)))) {
+                       min_lsb - (mean ? log2n : 0) >= tr.min_subnormal_exponent))) {
       const double v = mean ? s_hi / static_cast<double>(n) : s_hi;  // exact
       return check({v, v});
     }
@@ -283,7 +283,7 @@ BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p) {
     }
     return g;
   };
-  const detail::WeightLoader W(wt, tb.weights);
+  const FloatLoader W(wt, tb.weights);
 
   std::vector<std::int64_t> bag_out(static_cast<std::size_t>(none ? 0 : layout.num_bags));
   if (!none)

@@ -1,15 +1,13 @@
 // Internal helpers of tbe_oracle: rounding to the accumulation type, exact-representability and
-// quantum (exponent of the lowest set bit) of FP64 values, and a fast typed weight loader.
+// quantum (exponent of the lowest set bit) of FP64 values, and which float type embeds which
+// (from tbe/dtype_traits.h).
 #pragma once
 
 #include <bit>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
-#include <vector>
 
-#include "tbe/host_case.h"
+#include "tbe/dtype_traits.h"
+#include "tbe/float_loader.h"  // FloatLoader: how the oracle reads weights and grads
 #include "tbe/precision.h"
 
 namespace tbe::oracle::detail {
@@ -20,7 +18,8 @@ namespace tbe::oracle::detail {
 inline constexpr std::int64_t kParallelWork = 1 << 16;
 inline bool worth_parallel(std::int64_t work) { return work >= kParallelWork; }
 
-/// RNE rounding of x to acc (F64 identity, F32 by conversion, F16/BF16 via tbe::round_to).
+/// RNE rounding of x to acc: tbe::round_to with its F64 / F32 cases inline, since the emulations
+/// round every operation (F16/BF16 and the rejection of integer types: round_to).
 inline double round_acc(DType acc, double x) {
   switch (acc) {
     case DType::F64: return x;
@@ -42,67 +41,12 @@ inline int lsb_exponent(double x) {
   return biased - 1075 + std::countr_zero(sig);
 }
 
-/// Exponent of the smallest positive subnormal of t (-24 F16, -133 BF16, -149 F32, -1074 F64).
-inline int min_subnormal_exponent(DType t) {
-  switch (t) {
-    case DType::F16: return -24;
-    case DType::BF16: return -133;
-    case DType::F32: return -149;
-    default: return -1074;
-  }
-}
-/// Smallest positive normal of t.
-inline double min_normal(DType t) {
-  switch (t) {
-    case DType::F16: return 0x1p-14;
-    case DType::BF16:
-    case DType::F32: return 0x1p-126;
-    default: return std::numeric_limits<double>::min();
-  }
-}
-
-/// True if every value of type `narrow` is a value of type `wide`.
+/// True if every value of type `narrow` is a value of type `wide` (both floating): wide has at
+/// least as many significand digits, as fine a quantum and as large a range.
 inline bool embeds(DType narrow, DType wide) {
-  if (narrow == wide || wide == DType::F64) return true;
-  if (wide == DType::F32) return narrow == DType::F16 || narrow == DType::BF16;
-  return false;
+  const FloatTraits n = float_traits(narrow), w = float_traits(wide);
+  return n.digits <= w.digits && n.min_subnormal_exponent >= w.min_subnormal_exponent &&
+         n.max_finite <= w.max_finite;
 }
-
-/// Reads weights of one storage type as FP64 (exact).
-class WeightLoader {
- public:
-  WeightLoader(DType t, const void* data) : t_(t), data_(data) {
-    if (t == DType::F16) lut_ = half_table();
-  }
-  double operator()(std::int64_t i) const {
-    switch (t_) {
-      case DType::F32: return static_cast<const float*>(data_)[i];
-      case DType::F16: return lut_[static_cast<const std::uint16_t*>(data_)[i]];
-      case DType::BF16: {
-        const std::uint32_t bits = static_cast<std::uint32_t>(
-                                       static_cast<const std::uint16_t*>(data_)[i])
-                                   << 16;
-        return std::bit_cast<float>(bits);
-      }
-      default: return load_as_double(t_, data_, i);
-    }
-  }
-
- private:
-  static const float* half_table() {
-    static const std::vector<float> table = [] {
-      std::vector<float> v(65536);
-      for (std::uint32_t b = 0; b < 65536; ++b) {
-        const std::uint16_t h = static_cast<std::uint16_t>(b);
-        v[b] = static_cast<float>(load_as_double(DType::F16, &h, 0));
-      }
-      return v;
-    }();
-    return table.data();
-  }
-  DType t_;
-  const void* data_;
-  const float* lut_ = nullptr;
-};
 
 }  // namespace tbe::oracle::detail

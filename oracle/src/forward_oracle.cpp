@@ -18,8 +18,8 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kU64 = 0x1p-53;
-constexpr double kMinSub64 = 0x1p-1074;
+constexpr double kU64 = DTypeTraits<DType::F64>::unit_roundoff;
+constexpr double kMinSub64 = DTypeTraits<DType::F64>::min_subnormal;
 
 /// γ(k) = k·u / (1 − k·u) (Higham (3.8)); +inf once k·u >= 1/2 (the bound is then useless and
 /// the element is reported unconstrained).
@@ -59,7 +59,7 @@ Model make_model(const ForwardProblem& p) {
   m.eta = tr.min_subnormal;
   m.max_acc = tr.max_finite;
   m.digits = tr.digits;
-  m.emin_sub = detail::min_subnormal_exponent(m.acc);
+  m.emin_sub = tr.min_subnormal_exponent;
   m.conv = (detail::embeds(p.tables.dtype, m.acc) ? 0 : 1) +
            (m.weighted && !detail::embeds(DType::F32, m.acc) ? 1 : 0);
   return m;
@@ -93,7 +93,7 @@ BagBound bag_bound(const Model& m, std::int64_t L) {
     const double g = std::expm1(m.lambda * std::sqrt(k) * m.u + k * m.u * m.u / (1.0 - m.u));
     b.rel = std::min(b.rel, g * (1.0 + 0x1p-50));
   }
-  if (m.mean && 1.0 / n < 2 * detail::min_normal(m.acc)) {
+  if (m.mean && 1.0 / n < 2 * float_traits(m.acc).min_normal) {
     // fl(1/L) may be subnormal: its absolute error η becomes a relative error η·L of c.
     b.rel = b.rel + m.eta * n * (1.0 + b.rel) * 2.0;
     b.rel_guard = b.rel_guard + m.eta * n * (1.0 + b.rel_guard) * 2.0;
@@ -178,7 +178,7 @@ void compute_pooled(const ForwardProblem& p, const RepairResult& rr, ForwardEncl
   Model m = make_model(p);
   m.lambda = lambda;
   const OutputLayout& layout = out.layout;
-  const detail::WeightLoader W(p.tables.dtype, p.tables.weights);
+  const FloatLoader W(p.tables.dtype, p.tables.weights);
   const float* psw = p.lookups.per_sample_weights;
   const std::int64_t K = layout.num_bags;
   const bool track_inputs = m.conv > 0;
@@ -238,7 +238,7 @@ void compute_pooled(const ForwardProblem& p, const RepairResult& rr, ForwardEncl
 
 void compute_sequence(const ForwardProblem& p, const RepairResult& rr, ForwardEnclosures& out) {
   const OutputLayout& layout = out.layout;
-  const detail::WeightLoader W(p.tables.dtype, p.tables.weights);
+  const FloatLoader W(p.tables.dtype, p.tables.weights);
   const DType out_t = p.options.policy.output;
   const std::int64_t K = layout.num_bags;
   const std::int64_t D = layout.total_dim;

@@ -109,7 +109,7 @@ std::vector<double> emulate_lce(const ikbo::LceProblem& p, const LceEmulation& o
   const DType st = p.policy.storage;
   const Arith A{o.accumulation.value_or(p.policy.accumulation), o.truncate};
   const ikbo::LceRounding rounding = o.rounding.value_or(p.policy.lce_rounding);
-  const detail::WeightLoader wc(st, p.w_c), wu(st, p.w_u), ec(st, p.e_c), eu(st, p.e_u);
+  const FloatLoader wc(st, p.w_c), wu(st, p.w_u), ec(st, p.e_c), eu(st, p.e_u);
   const std::int64_t M = p.M, N = p.N, Kc = p.K_c, Ku = p.K_u;
   std::vector<double> out(static_cast<std::size_t>(p.B * M * N));
 #pragma omp parallel
@@ -164,7 +164,7 @@ std::vector<double> emulate_attention(const ikbo::AttentionProblem& p,
   throw_if_error(ikbo::validate_map(std::span<const std::int32_t>(p.cand_to_user, p.B), p.U));
   const DType st = p.policy.storage;
   const Arith A{o.accumulation.value_or(p.policy.accumulation), o.truncate};
-  const detail::WeightLoader Q(st, p.q), K(st, p.k), V(st, p.v);
+  const FloatLoader Q(st, p.q), K(st, p.k), V(st, p.v);
   const double scale = o.apply_scale ? A.r(ikbo::attention_scale(p)) : 1.0;
   const std::int64_t H = p.H, Dh = p.Dh, ns = p.n_seed, HD = H * Dh;
   const std::int64_t bs = std::max<std::int64_t>(o.block, 1);

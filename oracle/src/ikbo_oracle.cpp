@@ -22,7 +22,7 @@ using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 using StridedMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kU64 = 0x1p-53;
+constexpr double kU64 = DTypeTraits<DType::F64>::unit_roundoff;
 
 double gamma_k(double k, double u) {
   if (k <= 0) return 0.0;
@@ -42,7 +42,7 @@ Enclosure outward(DType st, double c, double R) {
 /// n storage elements as FP64 (exact).
 std::vector<double> load_all(DType st, const void* data, std::int64_t n) {
   std::vector<double> out(static_cast<std::size_t>(n));
-  const detail::WeightLoader L(st, data);
+  const FloatLoader L(st, data);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (std::int64_t i = 0; i < n; ++i) out[i] = L(i);
   return out;
@@ -67,7 +67,7 @@ AccModel acc_model(const ikbo::IkboPolicy& pol) {
   m.prod = 2 * ts.digits <= ta.digits ? 0 : 1;
   // Smallest non-zero product min_subnormal(st)^2 underflows in acc iff below acc's normal range.
   const double smallest = ts.min_subnormal * ts.min_subnormal;
-  m.eta_prod = smallest < detail::min_normal(pol.accumulation) ? ta.min_subnormal : 0.0;
+  m.eta_prod = smallest < ta.min_normal ? ta.min_subnormal : 0.0;
   return m;
 }
 

@@ -42,7 +42,7 @@ std::vector<double> emulate_forward(const ForwardProblem& p, const EmulationOpti
   check_accumulation(acc_t);
   const DType out_t = p.options.policy.output;
   const Accumulator A(acc_t);
-  const detail::WeightLoader W(p.tables.dtype, p.tables.weights);
+  const FloatLoader W(p.tables.dtype, p.tables.weights);
   const float* psw = p.lookups.per_sample_weights;
   const bool mean = p.options.pooling == PoolingMode::Mean;
   const std::int64_t K = layout.num_bags;

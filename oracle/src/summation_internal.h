@@ -1,6 +1,6 @@
-// Internal helpers of the CPU emulations (forward and backward): a seeded splitmix64 stream and
-// an accumulator that sums a term list in a chosen SummationOrder, every addition rounded once to
-// the accumulation type (not a public header).
+// Internal helpers of the CPU emulations (forward and backward): an accumulator that sums a term
+// list in a chosen SummationOrder, every addition rounded once to the accumulation type, and the
+// seeds of their tbe::Rng streams (not a public header).
 #pragma once
 
 #include <algorithm>
@@ -10,26 +10,9 @@
 
 #include "float_model.h"
 #include "tbe/oracle/policy_emulation.h"
+#include "tbe/rng.h"
 
 namespace tbe::oracle::detail {
-
-/// splitmix64 (Steele, Lea, Flood 2014): a tiny, well-mixed, portable generator.
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [0, n) (n >= 1) by rejection: portable, unlike std::uniform_int_distribution.
-  std::uint64_t below(std::uint64_t n) {
-    const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
-    std::uint64_t x;
-    do x = next(); while (x >= limit);
-    return x % n;
-  }
-};
 
 class Accumulator {
  public:
@@ -56,7 +39,7 @@ class Accumulator {
         break;
       case SummationOrder::SortedSigned: std::stable_sort(x.begin(), x.end()); break;
       case SummationOrder::RandomPermutation: {
-        SplitMix64 g{seed};
+        Rng g = Rng::from_state(seed);
         for (std::size_t i = n - 1; i > 0; --i) std::swap(x[i], x[g.below(i + 1)]);
         break;
       }
@@ -90,10 +73,12 @@ class Accumulator {
   std::size_t chunk_size_;
 };
 
+/// The seed of element (bag, col)'s stream: the first draw of the plain splitmix64 sequence from
+/// seed ^ bag·k1 ^ col·k2 (a pure function of its arguments, independent of evaluation order).
 inline std::uint64_t mix_seed(std::uint64_t seed, std::int64_t bag, std::int64_t col) {
-  SplitMix64 g{seed ^ (static_cast<std::uint64_t>(bag) * 0xD1B54A32D192ED03ull) ^
-               (static_cast<std::uint64_t>(col) * 0x8CB92BA72F3D8DD7ull)};
-  return g.next();
+  return Rng::from_state(seed ^ (static_cast<std::uint64_t>(bag) * 0xD1B54A32D192ED03ull) ^
+                         (static_cast<std::uint64_t>(col) * 0x8CB92BA72F3D8DD7ull))
+      .next_u64();
 }
 
 }  // namespace tbe::oracle::detail

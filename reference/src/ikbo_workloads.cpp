@@ -10,7 +10,7 @@
 #include "ikbo_internal.h"
 #include "tbe/errors.h"
 #include "tbe/precision.h"
-#include "tbe/workloads.h"
+#include "tbe/rng.h"
 
 namespace tbe::ikbo {
 

@@ -15,17 +15,15 @@ namespace {
 
 bool is_storage_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-// Next representable value of 16-bit type t (F16 or BF16) above x, which must be representable
-// in t (or +-inf). Works on the sign-magnitude bit pattern: for x >= 0 the successor is bits+1,
+// Next representable value of 16-bit type T (F16 or BF16) above x, which must be representable
+// in T (or +-inf). Works on the sign-magnitude bit pattern: for x >= 0 the successor is bits+1,
 // for x < 0 it is bits-1 (magnitude shrinks); -0 and +0 both step to the smallest subnormal.
-double next_up_16(DType t, double x) {
+template <DType T>
+double next_up_16(double x) {
+  using Storage = typename DTypeTraits<T>::Storage;  // Eigen::half / Eigen::bfloat16
+  static_assert(sizeof(Storage) == 2);
   if (std::isnan(x) || x == std::numeric_limits<double>::infinity()) return x;
-  std::uint16_t bits;
-  if (t == DType::F16) {
-    bits = Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(static_cast<float>(x)));
-  } else {
-    bits = Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(static_cast<float>(x)));
-  }
+  std::uint16_t bits = Eigen::numext::bit_cast<std::uint16_t>(Storage(static_cast<float>(x)));
   const std::uint16_t sign = bits & 0x8000u, mag = bits & 0x7FFFu;
   if (mag == 0) {
     bits = 0x0001u;  // +-0 -> smallest positive subnormal
@@ -34,19 +32,22 @@ double next_up_16(DType t, double x) {
   } else {
     bits = static_cast<std::uint16_t>(bits - 1);  // -inf - 1 -> -max finite
   }
-  if (t == DType::F16)
-    return static_cast<double>(static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits)));
-  return static_cast<double>(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits)));
+  return static_cast<double>(static_cast<float>(Eigen::numext::bit_cast<Storage>(bits)));
 }
 
+// Next value of floating type t above x (a value of t); round_to has rejected other types.
 double next_up(DType t, double x) {
   switch (t) {
     case DType::F64: return std::nextafter(x, std::numeric_limits<double>::infinity());
     case DType::F32:
       return static_cast<double>(
           std::nextafter(static_cast<float>(x), std::numeric_limits<float>::infinity()));
-    default: return next_up_16(t, x);
+    case DType::F16: return next_up_16<DType::F16>(x);
+    case DType::BF16: return next_up_16<DType::BF16>(x);
+    case DType::I32:
+    case DType::I64: break;
   }
+  throw InvalidArgument("dtype", "next_up: " + to_string(t) + " is not a floating type");
 }
 double next_down(DType t, double x) { return -next_up(t, -x); }
 
@@ -63,8 +64,8 @@ PrecisionPolicy make_policy(PolicyKind kind, DType weights, DType output, Roundi
   p.kind = kind;
   p.weights = weights;
   p.output = output;
-  p.accumulation = (kind == PolicyKind::SeedDefault && weights == DType::F32) ? DType::F64
-                                                                               : DType::F32;
+  p.accumulation = kind == PolicyKind::SeedDefault ? float_traits(weights).seed_default_accumulation
+                                                   : DType::F32;
   p.optimizer_state = DType::F32;
   p.write_back = write_back;
   return p;

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <limits>
 
+#include "tbe/dtype_traits.h"
+
 namespace tbe::detail {
 
 /// x rounded to FP32 with round-to-odd: exact values stay, inexact ones take the neighbour with an
@@ -30,8 +32,17 @@ inline float round_to_odd_f32(double x) {
   return f;
 }
 
-/// Correct RNE of an FP64 value to FP16 / BF16.
-inline Eigen::half half_rne(double x) { return Eigen::half(round_to_odd_f32(x)); }
-inline Eigen::bfloat16 bfloat16_rne(double x) { return Eigen::bfloat16(round_to_odd_f32(x)); }
+// Round-to-odd to FP32, then RNE to p bits, is RNE to p bits when FP32 keeps p + 2 bits.
+static_assert(DTypeTraits<DType::F32>::digits >= DTypeTraits<DType::F16>::digits + 2);
+static_assert(DTypeTraits<DType::F32>::digits >= DTypeTraits<DType::BF16>::digits + 2);
+
+/// Correct RNE of an FP64 value to FP16 / BF16 (their host storage types, Eigen::half /
+/// Eigen::bfloat16).
+inline DTypeTraits<DType::F16>::Storage half_rne(double x) {
+  return DTypeTraits<DType::F16>::Storage(round_to_odd_f32(x));
+}
+inline DTypeTraits<DType::BF16>::Storage bfloat16_rne(double x) {
+  return DTypeTraits<DType::BF16>::Storage(round_to_odd_f32(x));
+}
 
 }  // namespace tbe::detail

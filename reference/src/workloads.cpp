@@ -10,7 +10,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <numbers>
 #include <numeric>
 #include <tuple>
 
@@ -21,19 +20,13 @@ namespace tbe {
 
 namespace {
 
-// splitmix64 output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
-constexpr std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
 // What a stream draws; part of its key so different purposes never share a stream.
 enum class Purpose : std::uint64_t { Length = 1, Index, SampleWeight, Weight, VbeSize, Permutation };
 
 std::uint64_t stream_key(Purpose purpose, std::uint64_t a, std::uint64_t b) {
-  return mix64(mix64(static_cast<std::uint64_t>(purpose) * kGolden + a) + b * 0xD1B54A32D192ED03ull);
+  const std::uint64_t p = static_cast<std::uint64_t>(purpose);
+  const std::uint64_t h = splitmix64_mix(p * kSplitMix64Gamma + a);
+  return splitmix64_mix(h + b * 0xD1B54A32D192ED03ull);
 }
 
 // ---- bag contents ------------------------------------------------------------------------------
@@ -49,7 +42,7 @@ class SmallSet {
   }
   // Inserts v; returns false if it was already present.
   bool insert(std::int64_t v) {
-    std::size_t h = static_cast<std::size_t>(mix64(static_cast<std::uint64_t>(v))) & mask_;
+    std::size_t h = static_cast<std::size_t>(splitmix64_mix(static_cast<std::uint64_t>(v))) & mask_;
     while (slots_[h] != -1) {
       if (slots_[h] == v) return false;
       h = (h + 1) & mask_;
@@ -184,8 +177,8 @@ std::int64_t draw_length(const WorkloadSpec& spec, double mean, Rng& rng) {
 }
 
 // Fills rows of one table, one stream per (table, row). Each 64-bit draw gives two values
-// (two disjoint 24-bit fields), with the splitmix step inlined: this loop writes every table
-// element, so it dominates generation time for large tables.
+// (two disjoint 24-bit fields; Rng::next_u64 is inline): this loop writes every table element,
+// so it dominates generation time for large tables.
 template <class Store>
 void fill_table(const WorkloadSpec& spec, std::int64_t t, std::int64_t E, std::int64_t D,
                 Store store) {
@@ -198,14 +191,15 @@ void fill_table(const WorkloadSpec& spec, std::int64_t t, std::int64_t E, std::i
   };
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(E * D))
   for (std::int64_t r = 0; r < E; ++r) {
-    Rng rng(spec.seed, stream_key(Purpose::Weight, static_cast<std::uint64_t>(t),
-                                  static_cast<std::uint64_t>(r)));
-    std::uint64_t state = rng.next_u64();  // a per-row starting state for an inlined splitmix
+    // The row's stream: the plain splitmix64 sequence from the first draw of its keyed stream.
+    Rng row_rng = Rng::from_state(
+        Rng(spec.seed, stream_key(Purpose::Weight, static_cast<std::uint64_t>(t),
+                                  static_cast<std::uint64_t>(r)))
+            .next_u64());
     std::uint64_t u = 0;
     for (std::int64_t d = 0; d < D; ++d) {
       if ((d & 1) == 0) {
-        state += kGolden;
-        u = mix64(state);
+        u = row_rng.next_u64();
         store(r * D + d, value(u >> 40));
       } else {
         store(r * D + d, value((u >> 16) & 0xFFFFFFu));
@@ -215,53 +209,6 @@ void fill_table(const WorkloadSpec& spec, std::int64_t t, std::int64_t E, std::i
 }
 
 }  // namespace
-
-// ---- Rng ---------------------------------------------------------------------------------------
-
-Rng::Rng(std::uint64_t seed, std::uint64_t stream) : state_(mix64(mix64(seed) ^ (stream * kGolden + 1))) {}
-
-std::uint64_t Rng::next_u64() {
-  state_ += kGolden;  // splitmix64: a Weyl sequence through the mixer
-  return mix64(state_);
-}
-
-double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1p-53; }
-
-std::int64_t Rng::uniform_int(std::int64_t n) {
-  if (n <= 1) return 0;
-  // Lemire's multiply-shift with rejection of the biased low region (unbiased).
-  const std::uint64_t range = static_cast<std::uint64_t>(n);
-  const std::uint64_t threshold = (0 - range) % range;
-  for (;;) {
-    const unsigned __int128 m = static_cast<unsigned __int128>(next_u64()) * range;
-    if (static_cast<std::uint64_t>(m) >= threshold) return static_cast<std::int64_t>(m >> 64);
-  }
-}
-
-double Rng::normal() {
-  // Box-Muller, first output only; u1 in (0, 1] keeps log finite.
-  const double u1 = 1.0 - uniform();
-  const double u2 = uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-}
-
-std::int64_t Rng::zipf(double alpha) {
-  if (!(alpha > 1.0))
-    throw InvalidArgument("zipf_alpha", "zipf_alpha: " + std::to_string(alpha) +
-                                            " must be > 1 (use Uniform for alpha <= 1)");
-  // Devroye's rejection method (Non-Uniform Random Variate Generation, X.6), the algorithm
-  // numpy's Generator.zipf uses: X = floor(U^(-1/(a-1))), accepted with a ratio test.
-  const double am1 = alpha - 1.0;
-  const double b = std::pow(2.0, am1);
-  for (;;) {
-    const double u = 1.0 - uniform();  // (0, 1]
-    const double v = uniform();
-    const double x = std::floor(std::pow(u, -1.0 / am1));
-    if (!(x >= 1.0) || x >= 9.2e18) continue;  // beyond int64: redraw, as numpy does
-    const double t = std::pow(1.0 + 1.0 / x, am1);
-    if (v * x * (t - 1.0) / (b - 1.0) <= t / b) return static_cast<std::int64_t>(x);
-  }
-}
 
 // ---- generate ----------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../reference/backward_test_support.h"
-#include "tbe/backend.h"
+#include "tbe/select_backend.h"
 
 using namespace tbe;
 using namespace tbe_test;

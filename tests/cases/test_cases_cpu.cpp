@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tbe/backend.h"
+#include "tbe/select_backend.h"
 #include "tbe/host_case.h"
 #include "../reference/reference_test_support.h"
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "case_test_support.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/io/case_file.h"
@@ -23,15 +24,9 @@ using namespace tbe;
 using namespace tbe::io;
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace case_test;
 
 namespace {
-
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("tbe_test_io_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  return p;
-}
 
 bool same_case(const ForwardCase& a, const ForwardCase& b) {
   return a.weights_dtype == b.weights_dtype && a.weights == b.weights && a.rows == b.rows &&
@@ -45,44 +40,6 @@ bool same_case(const ForwardCase& a, const ForwardCase& b) {
          a.batch_size == b.batch_size && a.vbe_batch_sizes == b.vbe_batch_sizes &&
          a.vbe_ranks == b.vbe_ranks && a.options.pooling == b.options.pooling &&
          a.options.bounds_check == b.options.bounds_check && a.options.policy == b.options.policy;
-}
-
-/// A small generated case (tbe::generate) over every axis the format stores.
-ForwardCase gen_small_case() {
-  WorkloadSpec s;
-  s.T = *rc::gen::inRange<std::int64_t>(1, 4);
-  const int tables = *rc::gen::inRange(1, static_cast<int>(s.T) + 1);
-  const PoolingMode pooling = *rc::gen::element(PoolingMode::Sum, PoolingMode::Mean, PoolingMode::None);
-  const std::int32_t D = *rc::gen::element(1, 3, 4, 8, 17);
-  for (int t = 0; t < tables; ++t) {
-    s.table_rows.push_back(*rc::gen::inRange<std::int64_t>(1, 40));
-    s.table_dims.push_back(pooling == PoolingMode::None ? D : *rc::gen::element(1, 2, 5, 8, 16));
-  }
-  for (std::int64_t f = 0; f < s.T; ++f)
-    s.feature_table_map.push_back(*rc::gen::inRange(0, tables));
-  s.L = *rc::gen::inRange<std::int64_t>(0, 6);
-  s.B = *rc::gen::inRange<std::int64_t>(0, 5);
-  s.lengths = *rc::gen::element(LengthDistribution::Fixed, LengthDistribution::Uniform);
-  s.length_spread = 2;
-  s.distribution = *rc::gen::element(IndexDistribution::Uniform, IndexDistribution::Zipf);
-  s.vbe_ranks = *rc::gen::element(0, 0, 1, 3);
-  s.weighted = pooling != PoolingMode::None && *rc::gen::arbitrary<bool>();
-  s.index_dtype = *rc::gen::element(DType::I32, DType::I64);
-  const DType w = *rc::gen::element(DType::F32, DType::F16, DType::BF16);
-  const DType out = *rc::gen::element(DType::F32, DType::F16, DType::BF16);
-  const PolicyKind kind = *rc::gen::element(PolicyKind::SeedDefault, PolicyKind::FbgemmCuda);
-  s.options.pooling = pooling;
-  s.options.bounds_check = *rc::gen::element(BoundsCheckMode::Fatal, BoundsCheckMode::Warning,
-                                             BoundsCheckMode::Ignore, BoundsCheckMode::None);
-  s.options.policy = make_policy(kind, w, out);
-  s.seed = *rc::gen::arbitrary<std::uint64_t>();
-  ForwardCase c = generate(s);
-  // A bad index or offset now and then (the format stores them as they are).
-  // (not under NONE: a case that breaks NONE's promise of valid input is refused, tested below)
-  if (!c.indices.empty() && s.options.bounds_check != BoundsCheckMode::None &&
-      *rc::gen::arbitrary<bool>())
-    c.indices[0] = -7;
-  return c;
 }
 
 // A valid case written by hand (the base of the rejection tests).
@@ -108,29 +65,6 @@ CaseFile base_case() {
   r.warnings = forward_reference(p, r.output.data()).warnings;
   c.recorded = r;
   return c;
-}
-
-json load_json(const fs::path& dir) {
-  std::ifstream in(dir / "case.json");
-  return json::parse(in);
-}
-void save_json(const fs::path& dir, const json& j) {
-  std::ofstream out(dir / "case.json", std::ios::trunc);
-  out << j.dump(1);
-}
-
-// read_case must throw InvalidArgument naming `file` and containing every part.
-void expect_rejected(const fs::path& dir, const std::string& file, std::vector<std::string> parts) {
-  try {
-    (void)read_case(dir.string());
-    FAIL("accepted a malformed case; expected an error mentioning " << parts.front());
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    INFO(msg);
-    CHECK(msg.find(file) != std::string::npos);
-    CHECK_FALSE(e.argument().empty());  // every error names its argument
-    for (const auto& p : parts) CHECK(msg.find(p) != std::string::npos);
-  }
 }
 
 }  // namespace
@@ -172,6 +106,7 @@ TEST_CASE("case files: write -> read gives the same case", "[io][case]") {
     RC_ASSERT(back.provenance == c.provenance);
     RC_ASSERT(back.seed == c.seed);
     RC_ASSERT(same_case(back.problem, c.problem));
+    RC_ASSERT(bitwise_equal(back, c));
     RC_ASSERT(back.recorded.has_value() == c.recorded.has_value());
     if (c.recorded) {
       RC_ASSERT(back.recorded->implementation == c.recorded->implementation);

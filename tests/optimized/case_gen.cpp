@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 
 #include "gpu_harness.h"
+#include "tbe/case_builder.h"
 #include "tbe/precision.h"
 #include "tbe/workloads.h"
 
@@ -33,72 +34,73 @@ rc::Gen<std::int64_t> gen_bag_length() {
 }  // namespace
 
 ForwardCase gen_valid_case(BoundsCheckMode mode, const CaseLimits& limits) {
-  ForwardCase c;
+  ForwardCaseSpec spec;
   const PoolingMode pooling =
       limits.allow_none_pooling
           ? *rc::gen::element(PoolingMode::Sum, PoolingMode::Mean, PoolingMode::None)
           : *rc::gen::element(PoolingMode::Sum, PoolingMode::Mean);
   const auto T = *rc::gen::inRange<std::int32_t>(1, 5);
   const auto num_tables = *rc::gen::inRange<std::int32_t>(1, T + 1);
-  std::vector<std::int64_t> rows(num_tables);
-  std::vector<std::int32_t> dims(num_tables);
+  spec.rows.resize(num_tables);
+  spec.dims.resize(num_tables);
   const std::int32_t common_dim = *gen_dim();
   for (std::int32_t t = 0; t < num_tables; ++t) {
-    rows[t] = *rc::gen::weightedOneOf<std::int64_t>(
+    spec.rows[t] = *rc::gen::weightedOneOf<std::int64_t>(
         {{2, rc::gen::inRange<std::int64_t>(1, 4)}, {3, rc::gen::inRange<std::int64_t>(1, 200)}});
-    dims[t] = pooling == PoolingMode::None ? common_dim : *gen_dim();
+    spec.dims[t] = pooling == PoolingMode::None ? common_dim : *gen_dim();
   }
   const DType wdt = *rc::gen::element(DType::F32, DType::F16, DType::BF16);
   const DType odt = *rc::gen::element(DType::F32, DType::F16, DType::BF16);
   const PolicyKind kind = *rc::gen::element(PolicyKind::SeedDefault, PolicyKind::FbgemmCuda);
-  c.set_tables(wdt, rows, dims);
-  c.feature_table_map.resize(T);
+  spec.weights = wdt;
+  spec.feature_table_map.resize(T);
   for (std::int32_t f = 0; f < T; ++f)
-    c.feature_table_map[f] = *rc::gen::inRange<std::int32_t>(0, num_tables);
-  c.index_dtype = *rc::gen::element(DType::I32, DType::I64);
-  c.options.pooling = pooling;
-  c.options.bounds_check = mode;
-  c.options.policy = make_policy(kind, wdt, odt);
+    spec.feature_table_map[f] = *rc::gen::inRange<std::int32_t>(0, num_tables);
+  spec.index_dtype = *rc::gen::element(DType::I32, DType::I64);
+  spec.options.pooling = pooling;
+  spec.options.bounds_check = mode;
+  spec.options.policy = make_policy(kind, wdt, odt);
 
   // bags: non-VBE B per feature, or VBE batch sizes [T][R]
   const bool vbe = limits.allow_vbe && pooling != PoolingMode::None && *rc::gen::inRange(0, 4) == 0;
   std::vector<std::int64_t> bags_of_feature(T);
   if (vbe) {
     const auto R = *rc::gen::inRange<std::int32_t>(1, 4);
-    c.vbe_ranks = R;
-    c.vbe_batch_sizes.resize(static_cast<std::size_t>(T) * R);
+    spec.vbe_ranks = R;
+    spec.vbe_batch_sizes.resize(static_cast<std::size_t>(T) * R);
     for (std::int32_t f = 0; f < T; ++f)
       for (std::int32_t r = 0; r < R; ++r) {
         const auto b = *rc::gen::inRange<std::int32_t>(0, 5);
-        c.vbe_batch_sizes[static_cast<std::size_t>(f) * R + r] = b;
+        spec.vbe_batch_sizes[static_cast<std::size_t>(f) * R + r] = b;
         bags_of_feature[f] += b;
       }
-    c.batch_size = 0;
   } else {
     const std::int64_t B = *rc::gen::weightedOneOf<std::int64_t>(
         {{1, rc::gen::just<std::int64_t>(0)},
          {8, rc::gen::inRange<std::int64_t>(1, std::max<std::int64_t>(2, limits.max_bags / T))}});
-    c.batch_size = B;
+    spec.batch_size = B;
     for (auto& b : bags_of_feature) b = B;
   }
   const std::uint64_t seed = *rc::gen::arbitrary<std::uint64_t>();
   Rng rng(seed, 1);
   const std::int64_t lead = *rc::gen::weightedElement<std::int64_t>({{6, 0}, {1, 1}, {1, 3}});
-  for (std::int64_t i = 0; i < lead; ++i) c.indices.push_back(rng.uniform_int(1000) - 500);
-  c.offsets.push_back(lead);
+  for (std::int64_t i = 0; i < lead; ++i) spec.leading.push_back(rng.uniform_int(1000) - 500);
   const bool weighted = pooling != PoolingMode::None && *rc::gen::arbitrary<bool>();
+  std::int64_t N = lead;
   for (std::int32_t f = 0; f < T; ++f) {
-    const std::int64_t E = rows[c.feature_table_map[f]];
+    const std::int64_t E = spec.rows[spec.feature_table_map[f]];
     for (std::int64_t b = 0; b < bags_of_feature[f]; ++b) {
       const std::int64_t L = *gen_bag_length();
-      for (std::int64_t l = 0; l < L; ++l) c.indices.push_back(rng.uniform_int(E));
-      c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
+      std::vector<std::int64_t>& bag = spec.bags.emplace_back();
+      for (std::int64_t l = 0; l < L; ++l) bag.push_back(rng.uniform_int(E));
+      N += L;
     }
   }
   if (weighted) {
-    c.per_sample_weights.resize(c.indices.size());
-    for (auto& w : c.per_sample_weights) w = static_cast<float>(0.5 + rng.uniform());
+    spec.per_sample_weights.resize(static_cast<std::size_t>(N));
+    for (auto& w : spec.per_sample_weights) w = static_cast<float>(0.5 + rng.uniform());
   }
+  ForwardCase c = build_case(spec);
   const bool small_integers = *rc::gen::inRange(0, 4) == 0;
   fill_weights(c, seed ^ 0x9e3779b97f4a7c15ull, small_integers);
   return c;

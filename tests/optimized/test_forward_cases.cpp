@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "gpu_harness.h"
+#include "tbe/case_builder.h"
 #include "tbe/oracle/forward_oracle.h"
 #include "tbe/precision.h"
 
@@ -17,17 +18,19 @@ ForwardCase one_table(DType w, std::int64_t E, std::int32_t D, std::int64_t B,
                       std::vector<std::int64_t> indices, std::vector<std::int64_t> offsets,
                       BoundsCheckMode mode, PoolingMode pooling = PoolingMode::Sum,
                       DType index = DType::I64) {
-  ForwardCase c;
-  c.set_tables(w, {E}, {D});
-  c.feature_table_map = {0};
-  c.indices = std::move(indices);
-  c.offsets = std::move(offsets);
-  c.batch_size = B;
-  c.index_dtype = index;
-  c.options.pooling = pooling;
-  c.options.bounds_check = mode;
-  c.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
-  return c;
+  ForwardCaseSpec spec;  // raw indices + offsets: several cases are malformed on purpose
+  spec.weights = w;
+  spec.rows = {E};
+  spec.dims = {D};
+  spec.feature_table_map = {0};
+  spec.indices = std::move(indices);
+  spec.offsets = std::move(offsets);
+  spec.batch_size = B;
+  spec.index_dtype = index;
+  spec.options.pooling = pooling;
+  spec.options.bounds_check = mode;
+  spec.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
+  return build_case(spec);
 }
 
 std::vector<float> as_floats(const Outcome& o) {

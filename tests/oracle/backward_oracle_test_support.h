@@ -55,7 +55,7 @@ inline BackwardCase build_backward_case(const BackwardSpec& s) {
   c.options.sr_offset = s.forward.seed % 7;
   c.reset_momentum();
   c.resize_grad_output();
-  Rng g{s.forward.seed ^ 0xB4C4ull};
+  CaseRng g(s.forward.seed ^ 0xB4C4ull);
   const DType out = c.forward.options.policy.output;
   const std::int64_t n = static_cast<std::int64_t>(c.grad_output.size() / dtype_size(out));
   int elo, ehi;

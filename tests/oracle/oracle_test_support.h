@@ -1,6 +1,6 @@
 // Test support for tests/oracle: a compact, printable description of a random forward problem
 // (CaseSpec) that RapidCheck generates and shrinks, and the deterministic builder that expands it
-// into a ForwardCase (big arrays come from a seeded splitmix64 stream, so RapidCheck only has to
+// into a ForwardCase (big arrays come from a seeded tbe::Rng stream, so RapidCheck only has to
 // handle the structure). Problems are valid by construction (no discarding).
 #pragma once
 
@@ -17,26 +17,30 @@
 #include <string>
 #include <vector>
 
+#include "tbe/case_builder.h"
 #include "tbe/host_case.h"
 #include "tbe/precision.h"
+#include "tbe/rng.h"
 
 namespace tbe::oracle::testing {
 
-/// splitmix64: the tests' seeded generator (portable, printable seed).
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  std::int64_t range(std::int64_t lo, std::int64_t hi) {  // inclusive; hi < lo gives lo
+/// The case builders' seeded generator: tbe::Rng's plain splitmix64 sequence from the printable
+/// seed (Rng::from_state), with the draws the builders use.
+class CaseRng {
+ public:
+  explicit CaseRng(std::uint64_t seed) : rng_(Rng::from_state(seed)) {}
+  std::uint64_t next() { return rng_.next_u64(); }
+  /// Integer in [lo, hi] (hi <= lo gives lo) by one draw mod (hi - lo + 1): the slight bias does
+  /// not matter for test data, and a seed keeps rebuilding the same case.
+  std::int64_t range(std::int64_t lo, std::int64_t hi) {
     if (hi <= lo) return lo;
     return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
   }
-  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+  double unit() { return rng_.uniform(); }  ///< [0, 1), 53 bits
   bool coin(double p_true = 0.5) { return unit() < p_true; }
+
+ private:
+  Rng rng_;
 };
 
 /// How weight values are drawn.
@@ -103,7 +107,7 @@ inline void exponent_range(DType t, int* lo, int* hi) {
 }
 
 /// A value of type t drawn per `mode` (rounded into t by set_weight anyway).
-inline double draw_value(Rng& g, DType t, ValueMode mode, int e0, int spread) {
+inline double draw_value(CaseRng& g, DType t, ValueMode mode, int e0, int spread) {
   int elo, ehi;
   exponent_range(t, &elo, &ehi);
   const double sign = g.coin() ? -1.0 : 1.0;
@@ -126,7 +130,7 @@ inline double draw_value(Rng& g, DType t, ValueMode mode, int e0, int spread) {
   return 0.0;
 }
 
-inline float draw_sample_weight(Rng& g, SampleWeightMode mode) {
+inline float draw_sample_weight(CaseRng& g, SampleWeightMode mode) {
   const double sign = g.coin(0.3) ? -1.0 : 1.0;
   switch (mode) {
     case SampleWeightMode::None: return 1.0f;
@@ -141,7 +145,7 @@ inline float draw_sample_weight(Rng& g, SampleWeightMode mode) {
   return 1.0f;
 }
 
-inline std::int64_t draw_bag_length(Rng& g, int mode) {
+inline std::int64_t draw_bag_length(CaseRng& g, int mode) {
   static constexpr std::int64_t kEdges[] = {0, 1, 2, 255, 256, 257};
   switch (mode) {
     case 0: return g.range(0, 6);
@@ -156,46 +160,47 @@ inline std::int64_t draw_bag_length(Rng& g, int mode) {
   }
 }
 
-/// Expands a spec into a valid forward case.
+/// Expands a spec into a valid forward case (laid out by tbe::build_case; the draws, in order:
+/// e0, every weight, the map, VBE sizes, the leading gap, every bag, per-sample weights, faults).
 inline ForwardCase build_case(const CaseSpec& s) {
-  Rng g{s.seed};
-  ForwardCase c;
-  std::vector<std::int64_t> rows(s.rows.begin(), s.rows.end());
-  std::vector<std::int32_t> dims(s.dims.begin(), s.dims.end());
-  c.set_tables(s.weights, rows, dims);
+  CaseRng g(s.seed);
+  tbe::ForwardCaseSpec spec;
+  spec.weights = s.weights;
+  spec.rows.assign(s.rows.begin(), s.rows.end());
+  spec.dims.assign(s.dims.begin(), s.dims.end());
   int elo, ehi;
   exponent_range(s.weights, &elo, &ehi);
   const int e0_lo = std::max(elo, -40);
   const int e0 = static_cast<int>(
       g.range(e0_lo, std::max(e0_lo, std::min(ehi - s.exponent_spread, 20))));
+  std::vector<std::vector<double>> values(s.num_tables);  // [t][r·D_t + d]
   for (int t = 0; t < s.num_tables; ++t)
     for (int r = 0; r < s.rows[t]; ++r)
       for (int d = 0; d < s.dims[t]; ++d)
-        c.set_weight(t, r, d, draw_value(g, s.weights, s.values, e0, s.exponent_spread));
-  c.feature_table_map.resize(s.num_features);
+        values[t].push_back(draw_value(g, s.weights, s.values, e0, s.exponent_spread));
+  spec.fill = [&](std::int64_t t, std::int64_t r, std::int64_t d) {
+    return values[t][r * s.dims[t] + d];
+  };
+  spec.feature_table_map.resize(s.num_features);
   for (int f = 0; f < s.num_features; ++f)
-    c.feature_table_map[f] = static_cast<std::int32_t>(g.range(0, s.num_tables - 1));
+    spec.feature_table_map[f] = static_cast<std::int32_t>(g.range(0, s.num_tables - 1));
   // Bags: feature-major; VBE rank-major inside a feature.
   std::int64_t num_bags = 0;
   if (s.vbe) {
-    c.vbe_ranks = s.ranks;
-    c.vbe_batch_sizes.resize(static_cast<std::size_t>(s.num_features) * s.ranks);
-    for (auto& b : c.vbe_batch_sizes) {
+    spec.vbe_ranks = s.ranks;
+    spec.vbe_batch_sizes.resize(static_cast<std::size_t>(s.num_features) * s.ranks);
+    for (auto& b : spec.vbe_batch_sizes) {
       b = static_cast<std::int32_t>(g.range(0, s.batch));
       num_bags += b;
     }
   } else {
-    c.batch_size = s.batch;
+    spec.batch_size = s.batch;
     num_bags = static_cast<std::int64_t>(s.num_features) * s.batch;
   }
   const std::int64_t B = s.batch;
-  c.offsets.assign(1, 0);
-  const bool leading_gap = g.coin(0.1);  // offsets[0] > 0: indices before it belong to no bag
-  if (leading_gap) {
-    const std::int64_t gap = g.range(1, 3);
-    for (std::int64_t i = 0; i < gap; ++i) c.indices.push_back(0);
-    c.offsets[0] = gap;
-  }
+  if (g.coin(0.1))  // offsets[0] > 0: indices before it belong to no bag
+    spec.leading.assign(static_cast<std::size_t>(g.range(1, 3)), 0);
+  std::int64_t N = static_cast<std::int64_t>(spec.leading.size());
   for (std::int64_t k = 0; k < num_bags; ++k) {
     std::int64_t f;
     if (s.vbe) {
@@ -203,23 +208,28 @@ inline ForwardCase build_case(const CaseSpec& s) {
       f = 0;
       for (int ff = 0; ff < s.num_features; ++ff) {
         std::int64_t nb = 0;
-        for (int r = 0; r < s.ranks; ++r) nb += c.vbe_batch_sizes[ff * s.ranks + r];
+        for (int r = 0; r < s.ranks; ++r) nb += spec.vbe_batch_sizes[ff * s.ranks + r];
         if (k < acc + nb) { f = ff; break; }
         acc += nb;
       }
     } else {
       f = k / B;
     }
-    const std::int64_t E = s.rows[c.feature_table_map[f]];
+    const std::int64_t E = s.rows[spec.feature_table_map[f]];
     const std::int64_t L = draw_bag_length(g, s.bag_length_mode);
-    for (std::int64_t q = 0; q < L; ++q) c.indices.push_back(g.range(0, E - 1));
-    c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
+    std::vector<std::int64_t>& bag = spec.bags.emplace_back();
+    for (std::int64_t q = 0; q < L; ++q) bag.push_back(g.range(0, E - 1));
+    N += L;
   }
-  const std::int64_t N = static_cast<std::int64_t>(c.indices.size());
   if (s.sample_weights != SampleWeightMode::None) {
-    c.per_sample_weights.resize(N);
-    for (auto& w : c.per_sample_weights) w = draw_sample_weight(g, s.sample_weights);
+    spec.per_sample_weights.resize(N);
+    for (auto& w : spec.per_sample_weights) w = draw_sample_weight(g, s.sample_weights);
   }
+  spec.index_dtype = s.index_dtype;
+  spec.options.pooling = s.pooling;
+  spec.options.bounds_check = s.bounds_check;
+  spec.options.policy = make_policy(s.policy, s.weights, s.output);
+  ForwardCase c = tbe::build_case(spec);
   if (s.inject_bad && N > 0) {  // only under WARNING / IGNORE (the generator guarantees it)
     const auto bad = g.range(1, 3);
     for (std::int64_t i = 0; i < bad; ++i) {
@@ -231,10 +241,6 @@ inline ForwardCase build_case(const CaseSpec& s) {
       c.offsets[k] = c.offsets[k] + g.range(1, 5);
     }
   }
-  c.index_dtype = s.index_dtype;
-  c.options.pooling = s.pooling;
-  c.options.bounds_check = s.bounds_check;
-  c.options.policy = make_policy(s.policy, s.weights, s.output);
   return c;
 }
 
@@ -313,21 +319,18 @@ template <class Fill>
 ForwardCase single_table_case(DType w, DType out, PolicyKind kind, PoolingMode pooling,
                               std::int64_t E, std::int32_t D,
                               const std::vector<std::vector<std::int64_t>>& bags, Fill fill) {
-  ForwardCase c;
-  c.set_tables(w, {E}, {D});
-  for (std::int64_t r = 0; r < E; ++r)
-    for (std::int32_t d = 0; d < D; ++d) c.set_weight(0, r, d, fill(r, d));
-  c.feature_table_map = {0};
-  c.batch_size = static_cast<std::int64_t>(bags.size());
-  c.offsets = {0};
-  for (const auto& b : bags) {
-    c.indices.insert(c.indices.end(), b.begin(), b.end());
-    c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
-  }
-  c.options.pooling = pooling;
-  c.options.bounds_check = BoundsCheckMode::Fatal;
-  c.options.policy = make_policy(kind, w, out);
-  return c;
+  tbe::ForwardCaseSpec spec;
+  spec.weights = w;
+  spec.rows = {E};
+  spec.dims = {D};
+  spec.fill = [&](std::int64_t, std::int64_t r, std::int64_t d) { return fill(r, d); };
+  spec.feature_table_map = {0};
+  spec.batch_size = static_cast<std::int64_t>(bags.size());
+  spec.bags = bags;
+  spec.options.pooling = pooling;
+  spec.options.bounds_check = BoundsCheckMode::Fatal;
+  spec.options.policy = make_policy(kind, w, out);
+  return tbe::build_case(spec);
 }
 
 }  // namespace tbe::oracle::testing

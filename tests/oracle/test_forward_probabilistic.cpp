@@ -17,7 +17,7 @@ namespace {
 
 /// Long bags of random rows with random-sign values over a few binades, FP32 accumulation.
 ForwardCase long_random_case(std::uint64_t seed, PoolingMode pooling, DType w) {
-  Rng g{seed};
+  CaseRng g(seed);
   std::vector<std::vector<std::int64_t>> bags(4);
   for (auto& b : bags) {
     b.resize(g.range(2000, 4000));

@@ -1,14 +1,20 @@
-// types.h names and parsers; precision policies; round_to / round_down_to / round_up_to against
-// brute force (every FP16 and BF16 value enumerated; FP32 by its defining predicate).
+// types.h names and parsers; the float traits table (dtype_traits.h) against std::numeric_limits
+// and Eigen::NumTraits; precision policies; round_to / round_down_to / round_up_to against brute
+// force (every FP16 and BF16 value enumerated; FP32 by its defining predicate).
 #include <catch2/catch.hpp>
 #include <rapidcheck/catch.h>
 
+#include <Eigen/Core>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "tbe/dtype_traits.h"
 #include "tbe/errors.h"
+#include "tbe/float_loader.h"
+#include "tbe/host_case.h"
 #include "tbe/precision.h"
 #include "tbe/types.h"
 
@@ -40,6 +46,113 @@ TEST_CASE("parsers name the argument and the bad text", "[types]") {
   CHECK_THROWS_AS(parse_pooling("max"), InvalidArgument);
   CHECK_THROWS_AS(parse_bounds_check("FATAL"), InvalidArgument);
   CHECK_THROWS_WITH(parse_policy_kind("x"), Catch::Contains("'x'"));
+}
+
+namespace {
+
+// Machine epsilon of S, the distance from 1 to the next value: for the 16-bit types from the bit
+// pattern (Eigen 3.4.0's numeric_limits<Eigen::half>::epsilon() is 2^-13, not 2^-10).
+template <class S>
+double machine_epsilon() {
+  if constexpr (sizeof(S) == 2) {
+    const auto one = Eigen::numext::bit_cast<std::uint16_t>(S(1.0f));
+    const S next = Eigen::numext::bit_cast<S>(static_cast<std::uint16_t>(one + 1));
+    return static_cast<double>(static_cast<float>(next)) - 1.0;
+  } else {
+    return static_cast<double>(std::numeric_limits<S>::epsilon());
+  }
+}
+
+// DTypeTraits<T> against the standard library's and Eigen's description of its storage type S.
+template <DType T, class S>
+void check_traits_against_limits(DType expected_seed_default) {
+  using Tr = DTypeTraits<T>;
+  using L = std::numeric_limits<S>;
+  INFO(to_string(T));
+  STATIC_REQUIRE(std::is_same_v<typename Tr::Storage, S>);
+  STATIC_REQUIRE(sizeof(typename Tr::Storage) == dtype_size(T));
+  // Copies: Eigen's numeric_limits members are declared, not defined (CHECK binds references).
+  const int limits_digits = L::digits;
+  const std::float_round_style limits_round_style = L::round_style;
+  CHECK(Tr::digits == limits_digits);
+  CHECK(Tr::unit_roundoff == machine_epsilon<S>() / 2);  // u = eps / 2 = 2^-p
+  CHECK(Tr::unit_roundoff == std::ldexp(1.0, -Tr::digits));
+  CHECK(Tr::min_subnormal == static_cast<double>(L::denorm_min()));
+  CHECK(Tr::min_subnormal == std::ldexp(1.0, Tr::min_subnormal_exponent));
+  CHECK(Tr::min_normal == static_cast<double>(L::min()));
+  CHECK(Tr::max_finite == static_cast<double>(L::max()));
+  CHECK(Tr::max_finite == static_cast<double>(Eigen::NumTraits<S>::highest()));
+  CHECK(Tr::rounding == limits_round_style);
+  CHECK(Tr::seed_default_accumulation == expected_seed_default);
+
+  // The run-time accessor returns the same values.
+  const FloatTraits r = float_traits(T);
+  CHECK(r.digits == Tr::digits);
+  CHECK(r.unit_roundoff == Tr::unit_roundoff);
+  CHECK(r.min_subnormal == Tr::min_subnormal);
+  CHECK(r.min_subnormal_exponent == Tr::min_subnormal_exponent);
+  CHECK(r.min_normal == Tr::min_normal);
+  CHECK(r.max_finite == Tr::max_finite);
+  CHECK(r.seed_default_accumulation == Tr::seed_default_accumulation);
+  CHECK(r.rounding == Tr::rounding);
+
+  // The rounding functions agree with the table (they do not read it for these values).
+  for (double v : {Tr::max_finite, Tr::min_normal, Tr::min_subnormal, 1.0 + 2 * Tr::unit_roundoff})
+    CHECK(round_to(T, v) == v);
+  CHECK(round_down_to(T, std::nextafter(Tr::min_normal, 0.0)) ==
+        Tr::min_normal - Tr::min_subnormal);  // the largest subnormal
+  if constexpr (T != DType::F64) {  // points between values of T (FP64 cannot express them)
+    CHECK(round_to(T, 1.0 + Tr::unit_roundoff) == 1.0);  // the midpoint above 1: tie to even
+    CHECK(round_up_to(T, 1.0 + Tr::unit_roundoff) == 1.0 + 2 * Tr::unit_roundoff);  // ulp(1) = 2u
+    CHECK(round_down_to(T, Tr::min_subnormal / 2) == 0.0);
+    CHECK(round_up_to(T, Tr::min_subnormal / 2) == Tr::min_subnormal);
+    CHECK(std::isinf(round_up_to(T, Tr::max_finite * (1 + Tr::unit_roundoff / 2))));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the float traits table matches std::numeric_limits and Eigen::NumTraits", "[traits]") {
+  check_traits_against_limits<DType::F16, Eigen::half>(DType::F32);
+  check_traits_against_limits<DType::BF16, Eigen::bfloat16>(DType::F32);
+  check_traits_against_limits<DType::F32, float>(DType::F64);
+  check_traits_against_limits<DType::F64, double>(DType::F64);
+}
+
+TEST_CASE("float_traits rejects integer dtypes instead of answering with another type's traits",
+          "[traits]") {
+  // At run time an InvalidArgument naming the dtype; at compile time DTypeTraits<DType::I32> does
+  // not compile (ctest dtype_traits_rejects_integers, tests/reference/compile_fail/).
+  for (DType t : {DType::I32, DType::I64}) {
+    INFO(to_string(t));
+    try {
+      (void)float_traits(t);
+      FAIL("float_traits accepted an integer dtype");
+    } catch (const InvalidArgument& e) {
+      CHECK(e.argument() == "dtype");
+      CHECK(std::string(e.what()).find(to_string(t)) != std::string::npos);
+    }
+  }
+  STATIC_REQUIRE(FloatTraits::of<DType::F32>().digits == 24);  // usable in constant expressions
+}
+
+TEST_CASE("FloatLoader reads every FP16 and BF16 pattern exactly as load_as_double", "[types]") {
+  std::vector<std::uint16_t> patterns(65536);
+  for (std::uint32_t b = 0; b < 65536; ++b) patterns[b] = static_cast<std::uint16_t>(b);
+  for (DType t : {DType::F16, DType::BF16}) {
+    INFO(to_string(t));
+    const FloatLoader load(t, patterns.data());
+    std::int64_t mismatches = 0;
+    for (std::int64_t i = 0; i < 65536; ++i) {
+      const double a = load(i), b = load_as_double(t, patterns.data(), i);
+      if (std::memcmp(&a, &b, sizeof a) != 0 && !(std::isnan(a) && std::isnan(b))) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+  }
+  const std::vector<float> f32 = {0.1f, -3.5f, std::numeric_limits<float>::denorm_min()};
+  const std::vector<double> f64 = {0.1, -0x1p-1074};
+  for (std::int64_t i = 0; i < 3; ++i) CHECK(FloatLoader(DType::F32, f32.data())(i) == f32[i]);
+  for (std::int64_t i = 0; i < 2; ++i) CHECK(FloatLoader(DType::F64, f64.data())(i) == f64[i]);
 }
 
 TEST_CASE("make_policy follows the seed defaults and FBGEMM's CUDA rule", "[precision]") {

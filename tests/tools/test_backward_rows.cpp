@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "tbe/backward.h"
-#include "verify/backward_rows.h"
+#include "tbe/judge/backward_rows.h"
 
 using namespace tbe;
-using namespace tbe::verify;
+using namespace tbe::judge;
 
 namespace {
 

@@ -8,10 +8,11 @@
 #include <sstream>
 
 #include "tbe/errors.h"
-#include "verify/ikbo_rows.h"
+#include "tbe/host_case.h"
+#include "tbe/judge/ikbo_rows.h"
 
 using namespace tbe;
-using namespace tbe::verify;
+using namespace tbe::judge;
 
 namespace {
 

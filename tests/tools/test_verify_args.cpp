@@ -10,6 +10,7 @@
 
 using namespace tbe;
 using namespace tbe::verify;
+using namespace tbe::judge;
 
 namespace {
 

@@ -10,12 +10,12 @@
 
 #include "tbe/errors.h"
 #include "tbe/forward.h"
-#include "verify/matrix.h"
-#include "verify/report.h"
-#include "verify/runner.h"
+#include "tbe/judge/matrix.h"
+#include "tbe/judge/report.h"
+#include "tbe/judge/runner.h"
 
 using namespace tbe;
-using namespace tbe::verify;
+using namespace tbe::judge;
 
 namespace {
 

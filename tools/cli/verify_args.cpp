@@ -8,6 +8,9 @@
 #include "cli/cli_parse.h"
 
 namespace tbe::verify {
+using judge::CaseFilter;
+using judge::parse_design;
+
 namespace {
 
 constexpr const char* kDescription =

@@ -9,7 +9,7 @@
 
 #include "cli/cli_exit.h"
 #include "tbe/ikbo.h"
-#include "verify/matrix.h"
+#include "tbe/judge/matrix.h"
 
 namespace tbe::verify {
 
@@ -29,7 +29,7 @@ struct VerifyArgs {
   std::optional<std::int64_t> batch;  ///< --batch B, 1 .. kMaxVerifyBatch (else --full / 8192)
   bool full = false;                  ///< --full: seed-large at its full B = 131072
   std::uint64_t seed = 1;             ///< --seed S
-  Design design = Design::Pairwise;   ///< --design
+  judge::Design design = judge::Design::Pairwise;  ///< --design
   std::string only;                   ///< --only FILTER (a valid CaseFilter), "" for none
   std::string json_path;              ///< --json FILE, "" for none
   std::string backend = "cuda";       ///< --backend: "cuda" or "cpu"

@@ -1,5 +1,6 @@
 // The operator interface that the reference (CPU fallback) and CUDA both implement, on host
-// tensors. select_backend(Auto) picks CUDA when a device is present (optimized/select_backend.cpp).
+// tensors. Choosing one (select_backend: CUDA when a device is present) is the layer above both:
+// backends/include/tbe/select_backend.h (library tbe_backends).
 #pragma once
 
 #include <memory>
@@ -7,12 +8,9 @@
 
 #include "tbe/backward.h"
 #include "tbe/forward.h"
-#include "tbe/ikbo.h"
 #include "tbe/problem.h"
 
 namespace tbe {
-
-enum class BackendKind : std::uint8_t { Auto, Cpu, Cuda };
 
 /// Options that choose among equivalent kernel strategies (semantics unchanged).
 struct ForwardStrategy {
@@ -41,16 +39,5 @@ class Backend {
 
 /// The CPU reference backend (OpenMP).
 std::unique_ptr<Backend> make_reference_backend();
-
-/// Auto: CUDA if built with CUDA and a device is visible, else CPU. Cuda when unavailable throws
-/// DeviceError saying why. Defined in optimized/ (target tbe_backends).
-std::unique_ptr<Backend> select_backend(BackendKind kind = BackendKind::Auto);
-/// (added) The IKBO backend (ikbo.h). Cpu: ikbo::make_reference_ikbo_backend(). Cuda:
-/// tbe::cuda::make_cuda_ikbo_backend() when this build has CUDA, the header tbe/cuda/ikbo_backend.h
-/// that declares it, and a visible device; otherwise throws DeviceError saying which is missing.
-/// Auto: Cuda when that works, else Cpu. Defined in optimized/select_backend.cpp.
-std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind = BackendKind::Auto);
-/// True if this build has CUDA and a device is visible.
-bool cuda_available();
 
 }  // namespace tbe

@@ -1,4 +1,5 @@
-// Precision policies (docs/semantics.md "Precision policies") and per-type traits.
+// Precision policies (docs/oracle.md, docs/semantics.md "Rounding") and once-only rounding to
+// the element types; the per-type traits (unit roundoff, ranges, storage) are tbe/dtype_traits.h.
 // A policy is chosen once (CLI / test generator), carried in the problem options, read by the
 // CUDA dispatch (which accumulator to instantiate) and by the oracle (to size enclosures), and
 // printed in every report line.
@@ -7,26 +8,10 @@
 #include <cstdint>
 #include <string>
 
+#include "tbe/dtype_traits.h"
 #include "tbe/types.h"
 
 namespace tbe {
-
-/// Traits of a floating type as stored: unit roundoff u (RNE), smallest positive subnormal,
-/// largest finite value, significand bits p (hidden bit included). (Eigen NumTraits, CUTLASS.)
-struct FloatTraits {
-  double unit_roundoff;  ///< u = 2^-p
-  double min_subnormal;  ///< smallest positive subnormal
-  double max_finite;     ///< largest finite value
-  int digits;            ///< p
-};
-constexpr FloatTraits float_traits(DType t) {
-  switch (t) {
-    case DType::F16: return {0x1p-11, 0x1p-24, 65504.0, 11};
-    case DType::BF16: return {0x1p-8, 0x1p-133, 0x1.FEp127, 8};
-    case DType::F32: return {0x1p-24, 0x1p-149, 0x1.FFFFFEp127, 24};
-    default: return {0x1p-53, 0x0.0000000000001p-1022, 1.7976931348623157e308, 53};
-  }
-}
 
 /// Which family of rules the policy follows.
 enum class PolicyKind : std::uint8_t {
@@ -51,7 +36,8 @@ struct PrecisionPolicy {
 };
 
 /// The policy of `kind` for the given weight and output types.
-/// SeedDefault: accumulation F64 for F32 weights, else F32. FbgemmCuda: accumulation F32.
+/// SeedDefault: accumulation DTypeTraits<weights>::seed_default_accumulation (F64 for F32 weights,
+/// else F32). FbgemmCuda: accumulation F32.
 /// Throws InvalidArgument if weights/output are not one of F32/F16/BF16.
 PrecisionPolicy make_policy(PolicyKind kind, DType weights, DType output,
                             RoundingMode write_back = RoundingMode::Nearest);
@@ -66,6 +52,7 @@ std::string to_string(const PrecisionPolicy& p);
 /// F16/BF16 go through FP32 rounded to *odd*, then RNE (exact since 24 >= p + 2). Note: a plain
 /// double -> float -> half double rounding is NOT correct for arbitrary doubles (only for the
 /// result of one operation on narrow operands): a value just beside a half midpoint can land on it.
+/// Throws InvalidArgument for integer types.
 double round_to(DType t, double x);
 /// Largest value of type `t` <= x, and smallest >= x (directed rounding; used by SR and the oracle).
 double round_down_to(DType t, double x);

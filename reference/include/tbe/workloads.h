@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tbe/host_case.h"
+#include "tbe/rng.h"  // tbe::Rng, the generators' streams (users of workloads.h draw from it too)
 
 namespace tbe {
 
@@ -83,19 +84,5 @@ struct WorkloadStats {
   std::int64_t max_segment_length = 0;
 };
 WorkloadStats workload_stats(const ForwardCase& c);
-
-/// Counter-based RNG (splitmix64 keyed streams): reproducible across platforms and thread counts.
-class Rng {
- public:
-  Rng(std::uint64_t seed, std::uint64_t stream);
-  std::uint64_t next_u64();
-  double uniform();                 ///< [0, 1), 53 random bits
-  std::int64_t uniform_int(std::int64_t n);  ///< [0, n), unbiased
-  double normal();                  ///< standard normal (Box-Muller)
-  std::int64_t zipf(double alpha);  ///< k >= 1 with P(k) ∝ k^-alpha, alpha > 1 (rejection)
-
- private:
-  std::uint64_t state_;
-};
 
 }  // namespace tbe

@@ -43,6 +43,11 @@ void write_npy(const std::string& path, const NpyArray& a);
 /// (addition) Writes a 1-D array of n elements of dtype t straight from `data` (no copy; large
 /// tables are written without a second buffer).
 void write_npy(const std::string& path, DType t, std::int64_t n, const void* data);
+/// Writes prod(shape) elements of dtype t straight from `data` (row-major, no copy) as an array
+/// of `shape` (e.g. [B, K_c, N]). Throws InvalidArgument for a negative dimension, a product
+/// overflowing int64, null data for a non-empty array, or an I/O error.
+void write_npy(const std::string& path, DType t, const std::vector<std::int64_t>& shape,
+               const void* data);
 
 /// The NumPy descr of a project dtype. BF16 has no NumPy type: it is stored as raw bits "<u2" and
 /// the case file records the logical dtype.

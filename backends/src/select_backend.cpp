@@ -1,0 +1,63 @@
+// Backend selection (select_backend.h): Auto picks CUDA when this build has it and a device is
+// visible. TBE_HAVE_CUDA is defined for this file only when tbe_optimized is built and linked.
+#include "tbe/select_backend.h"
+
+#include "tbe/errors.h"
+
+#ifdef TBE_HAVE_CUDA
+#include "tbe/cuda/backend.h"
+#include "tbe/cuda/ikbo_backend.h"
+#endif
+
+namespace tbe {
+
+bool cuda_available() {
+#ifdef TBE_HAVE_CUDA
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> select_backend(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::Cpu:
+      return make_reference_backend();
+    case BackendKind::Cuda:
+#ifdef TBE_HAVE_CUDA
+      if (cuda::device_count() > 0) return cuda::make_cuda_backend();
+      throw DeviceError("backend cuda: no CUDA device is visible");
+#else
+      throw DeviceError("backend cuda: this build has no CUDA backend (configured with TBE_CUDA=OFF "
+                        "or no nvcc found)");
+#endif
+    case BackendKind::Auto:
+    default:
+      if (cuda_available()) return select_backend(BackendKind::Cuda);
+      return make_reference_backend();
+  }
+}
+
+std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::Cpu:
+      return ikbo::make_reference_ikbo_backend();
+    case BackendKind::Cuda:
+#ifdef TBE_HAVE_CUDA
+      if (cuda::device_count() > 0) return cuda::make_cuda_ikbo_backend();
+      throw DeviceError("ikbo backend cuda: no CUDA device is visible");
+#else
+      throw DeviceError("ikbo backend cuda: this build has no CUDA backend (configured with "
+                        "TBE_CUDA=OFF or no nvcc found)");
+#endif
+    case BackendKind::Auto:
+    default:
+      try {
+        return select_ikbo_backend(BackendKind::Cuda);
+      } catch (const DeviceError&) {
+        return ikbo::make_reference_ikbo_backend();
+      }
+  }
+}
+
+}  // namespace tbe

@@ -1,0 +1,118 @@
+// The backward rows of tbe-verify: backward + exact optimizer (tbe/backward.h) on a seed-large
+// slice, the backend under test against the FP64 reference through the backward oracle
+// (tbe/oracle/backward_oracle.h), with the kernel paths each row exercised.
+//
+// Row axes: optimizer x weight-decay mode (sgd/none, rowwise_adagrad/{none, l2, decoupled}) x
+// rounding (rne, sr) x route (short, chunked, fused) x deterministic (1, 0; route short only 1).
+// The other axes of a problem rotate with the row index so every value appears: weights dtype
+// (sr rows: fp16/bf16), policy family, weighted, pooling, index width, VBE, shared tables,
+// max_norm, gradient clipping, non-zero starting momentum.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tbe/backend.h"
+#include "tbe/backward.h"
+#include "tbe/judge/row.h"
+#include "tbe/workloads.h"
+
+namespace tbe::judge {
+
+/// The route a row asks for (BackwardStrategy): short = every run owned by one program
+/// (long_run_threshold above every SL); chunked / fused = the long-run paths.
+enum class BackwardRoute : std::uint8_t { Short, Chunked, Fused };
+std::string to_string(BackwardRoute r);  ///< "short", "chunked", "fused"
+
+/// One backward row.
+struct BackwardRowAxes {
+  OptimizerKind optimizer = OptimizerKind::ExactSgd;
+  WeightDecayMode weight_decay = WeightDecayMode::None;
+  bool stochastic_rounding = false;
+  BackwardRoute route = BackwardRoute::Short;
+  bool deterministic = true;
+  // rotated axes
+  PolicyKind policy = PolicyKind::SeedDefault;
+  DType weights = DType::F32;
+  bool weighted = false;
+  PoolingMode pooling = PoolingMode::Sum;
+  DType index = DType::I64;
+  bool vbe = false;
+  bool shared_tables = false;
+  bool max_norm = false;
+  bool clip_gradient = false;
+  bool momentum_nonzero = false;
+  bool wide_rows = false;  ///< D = 256 instead of seed-large's 128 (block groups on the GPU)
+};
+
+/// The rows in order (40: 4 optimizer/weight-decay pairs x 2 roundings x 5 route/determinism).
+std::vector<BackwardRowAxes> enumerate_backward_rows();
+
+/// "bwd:opt=rowwise_adagrad,wd=l2,round=sr,route=fused,det=1,policy=...,w=fp16,weighted=1,..."
+std::string backward_row_label(const BackwardRowAxes& a);
+
+/// The result of one backward row (target Device: the backend under test; SelfCheck: the CPU
+/// fallback judged by the oracle, when no GPU).
+struct BackwardRowResult {
+  BackwardRowAxes axes;
+  std::size_t index = 0;  ///< 0-based position in enumerate_backward_rows()
+  std::string label;
+  RowResult row;
+  BackwardStats stats;        ///< of the judged call
+  std::int64_t max_segment_length = 0;
+  std::int32_t long_run_threshold = 0;
+  std::int32_t chunk_size = 0;
+};
+
+struct BackwardRunnerConfig {
+  std::string workload = "seed-large";
+  std::int64_t batch = 8192;
+  /// Features of the seed-large slice (backward rows update real tables; 8 keeps a row fast).
+  std::int64_t features = 8;
+  std::uint64_t seed = 1;
+  Backend* device = nullptr;  ///< nullptr: CPU self-check rows
+  std::string skip_reason;
+};
+
+/// Runs backward rows: the backend's backward judged by the oracle, a second call bitwise
+/// identical when deterministic, and for SR rows the aggregate z-test on the row's output and on
+/// a C12-shaped problem (quarter-ulp updates: about 25% of the elements must move, RNE would move
+/// none); with a device also the intended route's counters > 0 and consistent with the reference
+/// transpose (runs and lookups). Without a device the CPU fallback runs the same checks but the
+/// counters (target SelfCheck: it has one path, so the route axis is not exercised).
+class BackwardRunner {
+ public:
+  explicit BackwardRunner(BackwardRunnerConfig cfg);
+  BackwardRowResult run(const BackwardRowAxes& a, std::size_t row_index);
+  const BackwardRunnerConfig& config() const { return cfg_; }
+
+ private:
+  BackwardRunnerConfig cfg_;
+};
+
+/// Device paths the rows must exercise together ("a path never exercised is a failure"):
+/// bwd.short, bwd.long.chunked, bwd.long.fused, bwd.sr, bwd.psw_grad, bwd.group.warp,
+/// bwd.group.block, bwd.nondeterministic. Returns the ones no device row reported (empty when no
+/// device ran). (bwd.hoisted and bwd.sort.key64 are not reachable through Backend: the GPU tests
+/// cover them.)
+std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows);
+
+/// Table of rows (verdict, worst element, route counters, paths), failures with details and a
+/// replay command (`replay_prefix` + " --backward-row N"; "" prints none), and the missing-path
+/// failures.
+void print_backward_results(std::ostream& os, const std::vector<BackwardRowResult>& rows,
+                            bool device_present, const std::string& workload_line,
+                            const std::string& replay_prefix = "");
+nlohmann::json backward_to_json(const std::vector<BackwardRowResult>& rows);
+
+/// Rows counted like Totals: passed / failed / skipped, device and CPU.
+struct BackwardTotals {
+  std::int64_t passed = 0, failed = 0, skipped = 0, device_passed = 0;
+};
+BackwardTotals count_backward_rows(const std::vector<BackwardRowResult>& rows);
+
+}  // namespace tbe::judge

@@ -1,0 +1,81 @@
+// tbe-verify's IKBO rows: operator {lce, attention} x storage {fp16, bf16} (+ fp32 when the
+// backend under test is the CPU reference) x candidate-to-user map kind {sorted, unsorted,
+// users-without-candidates, one-user, u-eq-b}, each run on an IkboBackend and judged by the IKBO
+// oracle (oracle/include/tbe/oracle/ikbo_oracle.h), plus canaries and error agreement. With no
+// device backend the device rows are skipped and CPU self-check rows run the reference instead.
+// Shapes: ikbo-lce and ikbo-fa (docs/workloads.md) scaled down in B (docs/ikbo.md "tbe-verify rows").
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tbe/ikbo.h"
+#include "tbe/ikbo_workloads.h"
+#include "tbe/judge/row.h"
+
+namespace tbe::judge {
+
+enum class IkboOp : std::uint8_t { Lce, Attention };
+std::string to_string(IkboOp op);  ///< "lce", "attention"
+
+/// One IKBO row's axis values.
+struct IkboRowSpec {
+  IkboOp op = IkboOp::Lce;
+  DType storage = DType::F16;
+  ikbo::MapKind map = ikbo::MapKind::Sorted;
+};
+/// "ikbo op=lce,dtype=fp16,map=sorted"
+std::string ikbo_label(const IkboRowSpec& s);
+
+struct IkboConfig {
+  std::int64_t lce_batch = 16;        ///< ikbo-lce (M=433, N=256, K_c=866, K_u=1178, U=15) at this B
+  std::optional<ikbo::LceShape> lce_shape;  ///< (tests) this LCE shape instead of ikbo-lce
+  std::int64_t attention_batch = 32;  ///< ikbo-fa (n_seed=64, H=2, Dh=128) at this B ...
+  std::int64_t attention_users = 8;   ///< ... with this U (B/U candidates per user) ...
+  std::int64_t attention_S = 128;     ///< ... and S keys per user (jagged rows: mean S)
+  std::uint64_t seed = 1;
+  /// Backend under test (not owned); nullptr: device rows skipped with `skip_reason`, and the
+  /// reference runs as CPU self-check rows.
+  ikbo::IkboBackend* device = nullptr;
+  std::string skip_reason;
+  bool include_fp32 = false;  ///< fp32 storage rows (the reference supports them)
+  ikbo::LceRounding lce_rounding = ikbo::LceRounding::RoundOnce;
+};
+
+/// The row specs in print order: lce rows then attention rows; dtype-major, then map kind.
+std::vector<IkboRowSpec> ikbo_row_specs(bool include_fp32);
+
+/// Attention rows are jagged (per-user lengths in [0, 2S], user 0 empty) for the map kinds
+/// unsorted, users-without-candidates and u-eq-b, dense otherwise.
+bool ikbo_attention_jagged(ikbo::MapKind map);
+
+struct IkboRowResult {
+  IkboRowSpec spec;
+  std::string label;
+  std::string shape;            ///< e.g. "B=16 U=15 M=433 N=256 K_c=866 K_u=1178"
+  std::vector<RowResult> rows;  ///< device row, and a self-check row when no device
+  Verdict verdict() const;      ///< Failed if any row failed, Passed if any passed, else Skipped
+};
+
+/// Runs one row (device, or self-check when cfg.device is null). Deterministic in cfg.seed and
+/// the label. Checks: "oracle" (the output against the enclosures), "canary" (output poisoned
+/// before the call, sentinels past the end unchanged), "error.bad-map" (a map value = U throws
+/// InvalidArgument naming cand_to_user[i] and leaves the output untouched).
+IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec);
+
+struct IkboTotals {
+  std::int64_t passed = 0, failed = 0, skipped = 0;
+};
+IkboTotals count_ikbo_rows(const std::vector<IkboRowResult>& results);
+
+/// The IKBO table (one line per row and target), failures with the oracle's worst element, and
+/// the count line "ikbo rows: P passed, F failed, S skipped".
+void print_ikbo_rows(std::ostream& os, const IkboConfig& cfg,
+                     const std::vector<IkboRowResult>& results);
+nlohmann::json ikbo_rows_json(const IkboConfig& cfg, const std::vector<IkboRowResult>& results);
+
+}  // namespace tbe::judge

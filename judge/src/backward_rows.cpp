@@ -1,0 +1,495 @@
+// tbe-verify's backward rows (verify/backward_rows.h).
+#include "tbe/judge/backward_rows.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "tbe/errors.h"
+#include "tbe/host_case.h"
+#include "tbe/judge/runner.h"
+#include "tbe/oracle/backward_oracle.h"
+
+namespace tbe::judge {
+namespace {
+
+constexpr std::uint64_t kGradStream = 0x6772'6164'0000'0000ULL;      // "grad"
+constexpr std::uint64_t kMomentumStream = 0x6d6f'6d00'0000'0000ULL;  // "mom"
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string lower_bool(bool b) { return b ? "1" : "0"; }
+
+// The host state of one backward call: the case (tables before), grad_output, momentum.
+struct BackwardInputs {
+  ForwardCase fc;
+  std::vector<std::byte> grad_output;
+  std::vector<float> momentum;  // [Σ E_t] (Adagrad) or empty
+  BackwardProblem problem;      // views into the above
+};
+
+std::int64_t total_rows(const ForwardCase& fc) {
+  std::int64_t n = 0;
+  for (std::int64_t e : fc.rows) n += e;
+  return n;
+}
+
+// Builds the row's problem from the seed-large slice.
+void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const BackwardRowAxes& a,
+                  std::uint64_t row_seed) {
+  WorkloadSpec spec = named_workload(cfg.workload, cfg.batch);
+  spec.T = std::max<std::int64_t>(2, cfg.features);
+  // Tables scale with the batch so small runs stay small (seed-large keeps E = 100000 at B = 8192).
+  spec.E = std::min<std::int64_t>(spec.E, std::max<std::int64_t>(1024, spec.B * spec.L));
+  spec.feature_table_map.clear();
+  spec.table_rows.clear();
+  spec.table_dims.clear();
+  spec.feature_L.clear();
+  if (a.wide_rows) spec.D = 256;  // D > 128: the GPU's block-per-run groups
+  if (a.shared_tables) {
+    // Features 0 and 1 share table 0: one update per row for both.
+    for (std::int64_t f = 0; f < spec.T; ++f)
+      spec.feature_table_map.push_back(static_cast<std::int32_t>(std::max<std::int64_t>(0, f - 1)));
+  }
+  spec.weighted = a.weighted;
+  spec.vbe_ranks = a.vbe ? 3 : 0;
+  spec.index_dtype = a.index;
+  spec.seed = cfg.seed;
+  spec.options.pooling = a.pooling;
+  spec.options.bounds_check = BoundsCheckMode::None;
+  const DType out = DType::F32;
+  spec.options.policy = make_policy(
+      a.policy, a.weights, out,
+      a.stochastic_rounding ? RoundingMode::Stochastic : RoundingMode::Nearest);
+  in.fc = generate(spec);
+  ForwardProblem fp = in.fc.view();
+
+  const OutputLayout layout = make_output_layout(fp);
+  in.grad_output.assign(static_cast<std::size_t>(layout.numel) * dtype_size(out), std::byte{0});
+  Rng g(row_seed, kGradStream);
+  for (std::int64_t i = 0; i < layout.numel; ++i)
+    store_from_double(out, in.grad_output.data(), i, 2.0 * g.uniform() - 1.0);
+
+  BackwardProblem& p = in.problem;
+  p.forward = fp;
+  p.grad_output = in.grad_output.data();
+  OptimizerConfig& o = p.options.optimizer;
+  o.kind = a.optimizer;
+  o.weight_decay_mode = a.weight_decay;
+  o.learning_rate = a.optimizer == OptimizerKind::ExactSgd ? 0.01 : 0.05;
+  o.eps = 1e-8;
+  o.weight_decay = a.weight_decay == WeightDecayMode::None ? 0.0 : 0.01;
+  o.max_norm = a.max_norm ? 5.0 : 0.0;
+  o.max_gradient = a.clip_gradient ? 0.5 : 0.0;
+  p.options.sr_seed = row_seed;
+  p.options.sr_offset = 0;
+  if (a.optimizer == OptimizerKind::ExactRowwiseAdagrad) {
+    in.momentum.assign(static_cast<std::size_t>(total_rows(in.fc)), 0.0f);
+    if (a.momentum_nonzero) {
+      Rng m(row_seed, kMomentumStream);
+      for (float& v : in.momentum) v = static_cast<float>(0.5 * m.uniform());
+    }
+    p.momentum = in.momentum.data();
+  }
+}
+
+// The C12 shape (docs/edge-cases.md): FP16/BF16 rows of ones, each looked up once, grad -1,
+// Adagrad with lr a quarter ulp of 1: SR moves about 25% of the elements up, RNE none.
+void build_c12(BackwardInputs& in, DType weights, std::uint64_t seed) {
+  ForwardCase& c = in.fc;
+  const std::int64_t E = 1024, D = 4;
+  c.set_tables(weights, {E}, {static_cast<std::int32_t>(D)});
+  c.feature_table_map = {0};
+  for (std::int64_t r = 0; r < E; ++r)
+    for (std::int64_t d = 0; d < D; ++d) c.set_weight(0, r, d, 1.0);
+  c.index_dtype = DType::I64;
+  c.indices.resize(E);
+  c.offsets.resize(E + 1);
+  for (std::int64_t r = 0; r <= E; ++r) {
+    if (r < E) c.indices[r] = r;
+    c.offsets[r] = r;
+  }
+  c.batch_size = E;
+  c.options.pooling = PoolingMode::Sum;
+  c.options.bounds_check = BoundsCheckMode::None;
+  c.options.policy =
+      make_policy(PolicyKind::SeedDefault, weights, DType::F32, RoundingMode::Stochastic);
+  ForwardProblem fp = c.view();
+  in.grad_output.assign(static_cast<std::size_t>(E * D) * sizeof(float), std::byte{0});
+  for (std::int64_t i = 0; i < E * D; ++i) store_from_double(DType::F32, in.grad_output.data(), i, -1.0);
+  in.momentum.assign(static_cast<std::size_t>(E), 0.0f);
+  const double ulp_of_one = 2.0 * float_traits(weights).unit_roundoff;
+  BackwardProblem& p = in.problem;
+  p.forward = fp;
+  p.grad_output = in.grad_output.data();
+  p.momentum = in.momentum.data();
+  p.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+  p.options.optimizer.learning_rate = ulp_of_one / 4.0;
+  p.options.optimizer.eps = 1e-10;
+  p.options.sr_seed = seed;
+}
+
+struct BackwardResultBuffers {
+  std::vector<std::byte> weights;
+  std::vector<float> momentum;
+  std::vector<float> psw_grad;
+  BackwardOutputs outputs() {
+    BackwardOutputs o;
+    o.weights = weights.data();
+    o.momentum = momentum.empty() ? nullptr : momentum.data();
+    o.per_sample_weight_grad = psw_grad.empty() ? nullptr : psw_grad.data();
+    return o;
+  }
+  oracle::BackwardResultView view() const {
+    return {weights.data(), momentum.empty() ? nullptr : momentum.data(),
+            psw_grad.empty() ? nullptr : psw_grad.data()};
+  }
+};
+
+// Outputs start as copies of the state before the call (in place, as FBGEMM updates).
+BackwardResultBuffers fresh_outputs(const BackwardInputs& in) {
+  BackwardResultBuffers r;
+  r.weights = in.fc.weights;
+  r.momentum = in.momentum;
+  if (in.problem.forward.lookups.weighted())
+    r.psw_grad.assign(static_cast<std::size_t>(in.fc.indices.size()), -7.0f);  // poison
+  return r;
+}
+
+// The route's strategy; long routes lower the threshold when the slice's longest run is short.
+BackwardStrategy strategy_for(const BackwardRowAxes& a, std::int64_t max_sl) {
+  BackwardStrategy s;
+  s.deterministic = a.deterministic;
+  if (a.route == BackwardRoute::Short) {
+    s.long_run_threshold = 1 << 20;
+    return s;
+  }
+  s.long_runs = a.route == BackwardRoute::Chunked ? BackwardStrategy::LongRuns::Chunked
+                                                  : BackwardStrategy::LongRuns::Fused;
+  if (max_sl < 512) {
+    s.long_run_threshold = static_cast<std::int32_t>(std::max<std::int64_t>(1, max_sl / 2));
+    s.chunk_size = 32;
+  }
+  return s;
+}
+
+void add_report_checks(RowResult& row, const oracle::BackwardCheckReport& rep, const std::string& prefix) {
+  for (const oracle::CheckReport& r : rep.reports) {
+    Check c{prefix + r.check, r.passed(), r.summary(), r};
+    row.checks.push_back(std::move(c));
+  }
+}
+
+}  // namespace
+
+std::string to_string(BackwardRoute r) {
+  switch (r) {
+    case BackwardRoute::Short: return "short";
+    case BackwardRoute::Chunked: return "chunked";
+    case BackwardRoute::Fused: return "fused";
+  }
+  return "?";
+}
+
+std::vector<BackwardRowAxes> enumerate_backward_rows() {
+  struct Opt {
+    OptimizerKind k;
+    WeightDecayMode wd;
+  };
+  const Opt opts[] = {{OptimizerKind::ExactSgd, WeightDecayMode::None},
+                      {OptimizerKind::ExactRowwiseAdagrad, WeightDecayMode::None},
+                      {OptimizerKind::ExactRowwiseAdagrad, WeightDecayMode::L2},
+                      {OptimizerKind::ExactRowwiseAdagrad, WeightDecayMode::Decoupled}};
+  struct RouteDet {
+    BackwardRoute route;
+    bool det;
+  };
+  const RouteDet routes[] = {{BackwardRoute::Short, true},   {BackwardRoute::Chunked, true},
+                             {BackwardRoute::Chunked, false}, {BackwardRoute::Fused, true},
+                             {BackwardRoute::Fused, false}};
+  const PoolingMode poolings[] = {PoolingMode::Sum, PoolingMode::Mean, PoolingMode::None};
+  std::vector<BackwardRowAxes> rows;
+  std::size_t i = 0;
+  for (const Opt& o : opts)
+    for (bool sr : {false, true})
+      for (const RouteDet& rd : routes) {
+        BackwardRowAxes a;
+        a.optimizer = o.k;
+        a.weight_decay = o.wd;
+        a.stochastic_rounding = sr;
+        a.route = rd.route;
+        a.deterministic = rd.det;
+        // Rotated axes (co-prime cycles so combinations spread).
+        a.policy = (i % 2 == 0) ? PolicyKind::SeedDefault : PolicyKind::FbgemmCuda;
+        if (sr) a.weights = (i / 2) % 2 == 0 ? DType::F16 : DType::BF16;
+        else a.weights = i % 3 == 0 ? DType::F32 : (i % 3 == 1 ? DType::F16 : DType::BF16);
+        a.pooling = poolings[i % 3];
+        a.weighted = a.pooling != PoolingMode::None && (i / 3) % 2 == 0;
+        a.index = (i / 2) % 2 == 0 ? DType::I64 : DType::I32;
+        a.vbe = a.pooling != PoolingMode::None && i % 5 == 2;
+        a.shared_tables = i % 4 == 1;
+        a.max_norm = i % 7 == 3;
+        a.clip_gradient = i % 6 == 4;
+        a.momentum_nonzero = o.k == OptimizerKind::ExactRowwiseAdagrad && i % 2 == 1;
+        a.wide_rows = i % 5 == 3;
+        rows.push_back(a);
+        ++i;
+      }
+  return rows;
+}
+
+std::string backward_row_label(const BackwardRowAxes& a) {
+  std::ostringstream os;
+  os << "bwd:opt=" << to_string(a.optimizer) << ",wd=" << to_string(a.weight_decay)
+     << ",round=" << (a.stochastic_rounding ? "sr" : "rne") << ",route=" << to_string(a.route)
+     << ",det=" << lower_bool(a.deterministic) << ",policy=" << to_string(a.policy)
+     << ",w=" << to_string(a.weights) << ",weighted=" << lower_bool(a.weighted)
+     << ",pooling=" << to_string(a.pooling) << ",index=" << to_string(a.index)
+     << ",vbe=" << lower_bool(a.vbe) << ",shared=" << lower_bool(a.shared_tables)
+     << ",max_norm=" << lower_bool(a.max_norm) << ",clip=" << lower_bool(a.clip_gradient)
+     << ",momentum="
+     << (a.optimizer == OptimizerKind::ExactSgd ? "none" : a.momentum_nonzero ? "random" : "zero")
+     << ",D=" << (a.wide_rows ? 256 : 128);
+  return os.str();
+}
+
+BackwardRunner::BackwardRunner(BackwardRunnerConfig cfg) : cfg_(std::move(cfg)) {}
+
+BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_index) {
+  const auto t0 = std::chrono::steady_clock::now();
+  BackwardRowResult res;
+  res.axes = a;
+  res.index = row_index;
+  res.label = backward_row_label(a);
+  RowResult& row = res.row;
+  row.target = cfg_.device ? Target::Device : Target::SelfCheck;
+  const std::uint64_t row_seed = stable_hash(res.label) ^ (cfg_.seed * 0x9E3779B97F4A7C15ULL);
+  try {
+    BackwardInputs in;
+    build_inputs(in, cfg_, a, row_seed);
+    const BackwardProblem& p = in.problem;
+    const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
+    const BackwardReference& ref = enc.reference;
+    for (std::int64_t sl : ref.transpose.run_lengths)
+      res.max_segment_length = std::max(res.max_segment_length, sl);
+    const BackwardStrategy strategy = strategy_for(a, res.max_segment_length);
+    res.long_run_threshold = strategy.long_run_threshold;
+    res.chunk_size = strategy.chunk_size;
+
+    // Without a device the CPU fallback runs every check but the route counters (it has one
+    // path): oracle, determinism, SR z-test and C12.
+    std::unique_ptr<Backend> cpu;
+    if (!cfg_.device) cpu = make_reference_backend();
+    Backend& dev = cfg_.device ? *cfg_.device : *cpu;
+    BackwardResultBuffers out = fresh_outputs(in);
+    res.stats = dev.backward(p, out.outputs(), strategy);
+    row.paths = res.stats.paths;
+    add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
+
+    // Counters: the intended route ran, and the paths together covered every run and lookup.
+    const BackwardPathCounters& c = res.stats.counters;
+    if (cfg_.device) {
+    const std::int64_t runs = static_cast<std::int64_t>(ref.transpose.linear_ids.size());
+    const std::int64_t lookups = static_cast<std::int64_t>(ref.transpose.sorted_positions.size());
+    {
+      std::ostringstream os;
+      os << "short " << c.short_runs << " runs/" << c.short_lookups << " lookups, chunked "
+         << c.chunked_runs << "/" << c.chunked_lookups << ", fused " << c.fused_runs << "/"
+         << c.fused_lookups << ", chunks " << c.chunks << "; reference " << runs << " runs/"
+         << lookups << " lookups (max SL " << res.max_segment_length << ", threshold "
+         << strategy.long_run_threshold << ")";
+      const bool sums = c.short_runs + c.chunked_runs + c.fused_runs == runs &&
+                        c.short_lookups + c.chunked_lookups + c.fused_lookups == lookups;
+      const std::int64_t routed = a.route == BackwardRoute::Short     ? c.short_runs
+                                  : a.route == BackwardRoute::Chunked ? c.chunked_runs
+                                                                      : c.fused_runs;
+      row.checks.push_back(agreement("counters", sums && routed > 0,
+                                     os.str() + (sums ? "" : ": counters do not add up") +
+                                         (routed > 0 ? "" : ": the route never ran")));
+    }
+    }
+    if (a.deterministic) {
+      BackwardResultBuffers again = fresh_outputs(in);
+      dev.backward(p, again.outputs(), strategy);
+      const bool same = again.weights == out.weights && again.momentum == out.momentum &&
+                        again.psw_grad == out.psw_grad;
+      row.checks.push_back(agreement("deterministic", same,
+                                     same ? "second call bitwise identical"
+                                          : "second call differs bitwise"));
+    }
+    if (a.stochastic_rounding) {
+      const auto z = oracle::stochastic_rounding_test(p, enc, out.weights.data());
+      row.checks.push_back(agreement("sr.z_test", z.passed(), z.summary()));
+      BackwardInputs c12;
+      build_c12(c12, a.weights, row_seed);
+      const oracle::BackwardEnclosures enc12 = oracle::compute_backward_enclosures(c12.problem);
+      BackwardResultBuffers out12 = fresh_outputs(c12);
+      const BackwardStats st12 = dev.backward(c12.problem, out12.outputs(), strategy);
+      for (const auto& path : st12.paths)
+        if (std::find(row.paths.begin(), row.paths.end(), path) == row.paths.end())
+          row.paths.push_back(path);
+      add_report_checks(row, oracle::judge_backward(c12.problem, enc12, out12.view()), "c12.");
+      const auto z12 = oracle::stochastic_rounding_test(c12.problem, enc12, out12.weights.data());
+      std::int64_t moved = 0;
+      const std::int64_t n = 1024 * 4;
+      for (std::int64_t i = 0; i < n; ++i)
+        moved += load_as_double(a.weights, out12.weights.data(), i) != 1.0;
+      const double frac = static_cast<double>(moved) / static_cast<double>(n);
+      std::ostringstream os;
+      os << z12.summary() << "; " << moved << "/" << n << " elements moved (" << frac
+         << ", expected 0.22..0.28)";
+      row.checks.push_back(agreement("c12.sr", z12.passed() && frac >= 0.22 && frac <= 0.28,
+                                     os.str()));
+    }
+    finish_row(row);
+  } catch (const std::exception& e) {
+    row.checks.push_back(agreement("error", false, std::string("unexpected error: ") + e.what()));
+    finish_row(row);
+  }
+  row.seconds = seconds_since(t0);
+  return res;
+}
+
+std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows) {
+  const char* required[] = {"bwd.short",    "bwd.long.chunked", "bwd.long.fused",      "bwd.sr",
+                            "bwd.psw_grad", "bwd.group.warp",   "bwd.group.block",
+                            "bwd.nondeterministic"};
+  std::set<std::string> seen;
+  bool any_device = false;
+  for (const BackwardRowResult& r : rows) {
+    if (r.row.target != Target::Device || r.row.verdict == Verdict::Skipped) continue;
+    any_device = true;
+    seen.insert(r.row.paths.begin(), r.row.paths.end());
+  }
+  std::vector<std::string> missing;
+  // The requirement is on the whole design (a replayed single row exercises one route).
+  if (!any_device || rows.size() != enumerate_backward_rows().size()) return missing;
+  for (const char* p : required)
+    if (!seen.count(p)) missing.push_back(p);
+  return missing;
+}
+
+BackwardTotals count_backward_rows(const std::vector<BackwardRowResult>& rows) {
+  BackwardTotals t;
+  for (const BackwardRowResult& r : rows) {
+    switch (r.row.verdict) {
+      case Verdict::Passed:
+        ++t.passed;
+        if (r.row.target == Target::Device) ++t.device_passed;
+        break;
+      case Verdict::Failed: ++t.failed; break;
+      case Verdict::Skipped: ++t.skipped; break;
+    }
+  }
+  t.failed += static_cast<std::int64_t>(backward_paths_missing(rows).size());
+  return t;
+}
+
+namespace {
+std::string pad(const std::string& s, std::size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+std::string fmt(double v, int prec = 2) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(prec);
+  os << v;
+  return os.str();
+}
+// Largest |position| over the row's oracle reports.
+double worst_position(const RowResult& row) {
+  double w = 0.0;
+  for (const Check& c : row.checks)
+    if (c.report && c.report->elements > 0) w = std::max(w, std::abs(c.report->worst.position));
+  return w;
+}
+}  // namespace
+
+void print_backward_results(std::ostream& os, const std::vector<BackwardRowResult>& rows,
+                            bool device_present, const std::string& workload_line,
+                            const std::string& replay_prefix) {
+  os << "Backward + exact optimizer (" << workload_line << "; "
+     << (device_present ? "gpu rows: the backend under test"
+                        : "no GPU: the CPU fallback runs every check but the route counters; the "
+                          "route and det axes are not exercised")
+     << ")\nworst = largest |position| over the row's oracle reports, in enclosure radii (<= 1 "
+        "inside; the element and its (table, row, column) are in the failure details and the "
+        "JSON)\n";
+  const std::string head = pad("#", 4, true) + "  " + pad("optimizer", 16) + pad("wd", 10) +
+                           pad("round", 6) + pad("route", 8) + pad("det", 4) + pad("w", 5) +
+                           pad("pool", 5) + pad("wtd", 4) + pad("vbe", 4) + pad("shr", 4) +
+                           pad("verdict", 8) + pad("worst", 7, true) + "  runs short/chunked/fused";
+  os << head << "\n" << std::string(head.size(), '-') << "\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BackwardRowResult& r = rows[i];
+    const BackwardRowAxes& a = r.axes;
+    const BackwardPathCounters& c = r.stats.counters;
+    os << pad(std::to_string(r.index + 1), 4, true) << "  " << pad(to_string(a.optimizer), 16)
+       << pad(to_string(a.weight_decay), 10) << pad(a.stochastic_rounding ? "sr" : "rne", 6)
+       << pad(to_string(a.route), 8) << pad(lower_bool(a.deterministic), 4)
+       << pad(to_string(a.weights), 5) << pad(to_string(a.pooling), 5)
+       << pad(lower_bool(a.weighted), 4) << pad(lower_bool(a.vbe), 4)
+       << pad(lower_bool(a.shared_tables), 4) << pad(to_string(r.row.verdict), 8)
+       << pad(fmt(worst_position(r.row)), 7, true) << "  " << c.short_runs << "/" << c.chunked_runs
+       << "/" << c.fused_runs << "\n";
+  }
+  // Paths.
+  std::map<std::string, std::int64_t> paths;
+  for (const BackwardRowResult& r : rows)
+    for (const auto& p : r.row.paths) ++paths[p];
+  os << "\nBackward kernel paths exercised (rows that reported each):\n";
+  for (const auto& [p, n] : paths) os << "  " << pad(p, 40) << pad(std::to_string(n), 6, true) << "\n";
+  const std::vector<std::string> missing = backward_paths_missing(rows);
+  for (const std::string& m : missing)
+    os << "  FAILED: path " << m << " was never exercised by any backward row\n";
+  // Failures.
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BackwardRowResult& r = rows[i];
+    if (r.row.verdict != Verdict::Failed) continue;
+    os << "\nFAILED backward row " << r.index + 1 << ": " << r.label << "\n";
+    for (const Check& c : r.row.checks)
+      if (!c.passed) os << "  " << c.name << ": " << c.detail << "\n";
+    if (!replay_prefix.empty())
+      os << "  replay: " << replay_prefix << " --backward-row " << r.index + 1 << "\n";
+  }
+  const BackwardTotals t = count_backward_rows(rows);
+  os << "\nbackward: " << t.passed << " passed, " << t.failed << " failed, " << t.skipped
+     << " skipped (" << (device_present ? "gpu" : "cpu self-check, no GPU verified") << ")\n";
+}
+
+nlohmann::json backward_to_json(const std::vector<BackwardRowResult>& rows) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const BackwardRowResult& r : rows) {
+    nlohmann::json j;
+    j["row"] = r.index + 1;
+    j["label"] = r.label;
+    j["target"] = to_string(r.row.target);
+    j["verdict"] = to_string(r.row.verdict);
+    j["seconds"] = r.row.seconds;
+    j["paths"] = r.row.paths;
+    j["max_segment_length"] = r.max_segment_length;
+    j["long_run_threshold"] = r.long_run_threshold;
+    j["chunk_size"] = r.chunk_size;
+    const BackwardPathCounters& c = r.stats.counters;
+    j["counters"] = {{"short_runs", c.short_runs},     {"short_lookups", c.short_lookups},
+                     {"chunked_runs", c.chunked_runs}, {"chunked_lookups", c.chunked_lookups},
+                     {"fused_runs", c.fused_runs},     {"fused_lookups", c.fused_lookups},
+                     {"chunks", c.chunks}};
+    nlohmann::json checks = nlohmann::json::array();
+    for (const Check& ch : r.row.checks)
+      checks.push_back({{"name", ch.name}, {"passed", ch.passed}, {"detail", ch.detail}});
+    j["checks"] = checks;
+    arr.push_back(j);
+  }
+  return arr;
+}
+
+}  // namespace tbe::judge
