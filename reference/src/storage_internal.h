@@ -10,6 +10,7 @@
 #include <string>
 
 #include "round_internal.h"
+#include "tbe/dtype_traits.h"
 #include "tbe/errors.h"
 #include "tbe/types.h"
 
@@ -28,18 +29,22 @@ inline float half_bits_to_float(std::uint16_t h) {
   return std::bit_cast<float>((finite & ~special) | ((0x7f800000u | em) & special) | sign);
 }
 
-/// RNE of the row x[0, D) to a 16-bit binary format with kMantissa fraction bits and exponent bias
-/// kBias (FP16: 10, 15; BF16: 7, 127) into p[0, D), for rows whose every |x| lies in the range of
-/// normal results [2^(1 - kBias), 2^(kBias + 1)); returns false (p then holds garbage) when one
-/// does not. Branch-free, so the loop vectorizes: c = 1.5·2^(E + 52 - kMantissa) for |x| in
-/// [2^E, 2^(E+1)) has an FP64 ulp of 2^(E - kMantissa), so (|x| + c) - c is |x| rounded to
-/// kMantissa + 1 significant bits with ties to even (c's low bits are 0: the parity is |x|'s), and
-/// the exact result's bits shifted into place are the rounded value, the carry of a round-up
-/// included (up to the all-ones exponent with fraction 0 = inf, RNE's overflow). Equal to
-/// half_rne / bfloat16_rne (rounding to odd first changes nothing, round_internal.h), pinned by
+/// RNE of the row x[0, D) to the 16-bit format T (F16, BF16; k = p - 1 fraction bits and exponent
+/// bias b from DTypeTraits<T>: FP16 10, 15; BF16 7, 127) into p[0, D), for rows whose every |x|
+/// lies in the range of normal results [min_normal = 2^(1 - b), 2^(b + 1)); returns false (p then
+/// holds garbage) when one does not. Branch-free, so the loop vectorizes: c = 1.5·2^(E + 52 - k)
+/// for |x| in [2^E, 2^(E+1)) has an FP64 ulp of 2^(E - k), so (|x| + c) - c is |x| rounded to p
+/// significant bits with ties to even (c's low bits are 0: the parity is |x|'s), and the exact
+/// result's bits shifted into place are the rounded value, the carry of a round-up included (up to
+/// the all-ones exponent with fraction 0 = inf, RNE's overflow). Equal to half_rne /
+/// bfloat16_rne (rounding to odd first changes nothing, round_internal.h), pinned by
 /// tests/reference/test_storage.cpp. Needs IEEE FP64 arithmetic (no -ffast-math).
-template <int kMantissa, int kBias>
+template <DType T>
 inline bool rne_normal_row(std::uint16_t* p, const double* x, std::int64_t D) {
+  constexpr int kMantissa = DTypeTraits<T>::digits - 1;
+  constexpr int kBias =  // min_normal = 2^(1 - bias)
+      1 - (static_cast<int>(std::bit_cast<std::uint64_t>(DTypeTraits<T>::min_normal) >> 52) - 1023);
+  static_assert(sizeof(typename DTypeTraits<T>::Storage) == 2 && kMantissa < 16 && kBias < 1023);
   constexpr int shift = 52 - kMantissa;
   constexpr std::uint32_t first_exponent = 1023 + 1 - kBias, exponents = 2 * kBias;
   std::uint32_t outside = 0;
@@ -67,6 +72,7 @@ inline bool rne_normal_row(std::uint16_t* p, const double* x, std::int64_t D) {
 struct F32Storage {
   using type = float;
   static constexpr DType dtype = DType::F32;
+  static_assert(sizeof(type) == sizeof(DTypeTraits<dtype>::Storage));
   static double load(const type* p, std::int64_t i) { return p[i]; }
   static bool fast_row(const type*, std::int64_t) { return true; }  // load_fast is load
   static double load_fast(const type* p, std::int64_t i) { return p[i]; }
@@ -80,6 +86,7 @@ struct F32Storage {
 struct F16Storage {
   using type = std::uint16_t;
   static constexpr DType dtype = DType::F16;
+  static_assert(sizeof(type) == sizeof(DTypeTraits<dtype>::Storage));
   static double load(const type* p, std::int64_t i) { return half_bits_to_float(p[i]); }
   /// No element is inf / NaN (for the all-ones exponent alone, + 0x0400 carries into bit 15).
   static bool fast_row(const type* p, std::int64_t D) {
@@ -97,7 +104,7 @@ struct F16Storage {
     p[i] = Eigen::numext::bit_cast<std::uint16_t>(half_rne(v));
   }
   static void store_row(type* p, const double* x, std::int64_t D) {
-    if (!rne_normal_row<10, 15>(p, x, D))
+    if (!rne_normal_row<DType::F16>(p, x, D))
       for (std::int64_t d = 0; d < D; ++d) store(p, d, x[d]);
   }
 };
@@ -106,6 +113,7 @@ struct F16Storage {
 struct BF16Storage {
   using type = std::uint16_t;
   static constexpr DType dtype = DType::BF16;
+  static_assert(sizeof(type) == sizeof(DTypeTraits<dtype>::Storage));
   static double load(const type* p, std::int64_t i) {
     return std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16);
   }
@@ -115,7 +123,7 @@ struct BF16Storage {
     p[i] = Eigen::numext::bit_cast<std::uint16_t>(bfloat16_rne(v));
   }
   static void store_row(type* p, const double* x, std::int64_t D) {
-    if (!rne_normal_row<7, 127>(p, x, D))
+    if (!rne_normal_row<DType::BF16>(p, x, D))
       for (std::int64_t d = 0; d < D; ++d) store(p, d, x[d]);
   }
 };
