@@ -115,10 +115,10 @@ TEST_CASE("storage: direct RNE to FP16 / BF16 equals rounding to odd first", "[s
     return fast;
   };
   const std::int64_t fast16 =
-      check(xs, DType::F16, rne_normal_row<10, 15>, F16Storage::store_row, half_bits, 0x1p-14,
+      check(xs, DType::F16, rne_normal_row<DType::F16>, F16Storage::store_row, half_bits, 0x1p-14,
             0x1p16);
   const std::int64_t fast_bf16 =
-      check(xb, DType::BF16, rne_normal_row<7, 127>, BF16Storage::store_row, bf16_bits, 0x1p-126,
+      check(xb, DType::BF16, rne_normal_row<DType::BF16>, BF16Storage::store_row, bf16_bits, 0x1p-126,
             0x1p128);
   CHECK(fast16 > 100000);  // the fast path is exercised, ties included
   CHECK(fast_bf16 > 100000);
