@@ -166,8 +166,8 @@ struct BackwardReference {
 BackwardReference backward_reference_fp64(const BackwardProblem& p);
 
 /// (Addition) Host buffers the CPU fallback reuses across backward_reference calls: the transpose
-/// (sorted positions, runs, position -> bag), its radix-sort scratch and the per-bag tables, all
-/// O(N + K) elements (none of size Σ E_t·D_t). Buffers only grow, so a long-lived workspace
+/// (sorted positions, runs, position -> bag), its radix-sort scratch and the grad_output offsets
+/// per bag and per sorted lookup, all O(N + K) elements (none of size Σ E_t·D_t). Buffers only grow, so a long-lived workspace
 /// allocates and first-touches its pages once; a call on a smaller problem reuses them. Holds no
 /// result: a call's output never depends on what an earlier call left here. One call at a time
 /// per workspace (the reference backend owns one and serialises its calls).
