@@ -222,6 +222,13 @@ struct RunInputs {
   double max_grad = 0, lr = 0, eps = 0, wd = 0, max_norm = 0;  ///< effective (FP32) values
 };
 
+/// How updated rows are rounded to the weights type: RNE, or stochastic rounding with the Philox
+/// stream (seed, offset) of BackwardOptions.
+struct WriteBack {
+  bool stochastic = false;
+  std::uint64_t seed = 0, offset = 0;
+};
+
 /// Where run k lives: table t, D = D_t, `row` = element offset of its row in the weights (64-bit).
 struct RunRow {
   std::int64_t table, D, row;
@@ -417,17 +424,16 @@ class RunKernel {
   }
 
   /// Stores the updated row x of run `r` in `weights` (same storage type): RNE, or stochastic
-  /// rounding with the Philox stream (seed, offset) keyed by the element's flat index.
-  void store_row(const RunRow& r, const double* x, void* weights, bool stochastic,
-                 std::uint64_t seed, std::uint64_t offset) const {
+  /// rounding with the Philox stream keyed by the element's flat index.
+  void store_row(const RunRow& r, const double* x, void* weights, const WriteBack& wb) const {
     auto* w = static_cast<typename WS::type*>(weights) + r.row;
-    if (!stochastic) {
+    if (!wb.stochastic) {
       WS::store_row(w, x, r.D);
       return;
     }
     for (std::int64_t d = 0; d < r.D; ++d) {
       const auto e = static_cast<std::uint64_t>(r.row + d);
-      const double u = stochastic_rounding_uniform(seed, offset, e);
+      const double u = stochastic_rounding_uniform(wb.seed, wb.offset, e);
       WS::store(w, d, stochastic_round(WS::dtype, x[d], u));
     }
   }
@@ -453,6 +459,31 @@ class RunKernel {
   const typename GS::type* grad_;
   const typename WS::type* w_;
 };
+
+/// The CPU fallback's run loop (OpenMP over runs when `parallel`): G_r and the new row of each run
+/// into this thread's buffers ([max_D] each), then stored to `out`. A run reads and writes only
+/// its own row and momentum, so the in-place update (outputs aliasing the inputs) is exact.
+template <class Kernel>
+void update_runs(const Kernel& kernel, const RunInputs& in, const BackwardOutputs& out,
+                 std::int64_t max_D, bool parallel, const WriteBack& wb) {
+  const Transpose& tr = *in.transpose;
+  const std::int64_t R = static_cast<std::int64_t>(tr.linear_ids.size());
+#pragma omp parallel if (parallel)
+  {
+    std::vector<double> rows(static_cast<std::size_t>(2 * max_D));
+    double* G = rows.data();  // [D] G_r
+    double* x = G + max_D;    // [D] updated row
+#pragma omp for schedule(dynamic, 16)
+    for (std::int64_t k = 0; k < R; ++k) {
+      if (k + kPrefetchRuns < R)
+        kernel.prefetch_run(k + kPrefetchRuns, run_row(in, tr.linear_ids[k + kPrefetchRuns]));
+      const RunRow r = run_row(in, tr.linear_ids[k]);
+      const double m = kernel(k, r, G, x);
+      kernel.store_row(r, x, out.weights, wb);
+      if (out.momentum != nullptr) out.momentum[tr.linear_ids[k]] = static_cast<float>(m);
+    }
+  }
+}
 
 /// The one dispatch point of the backward: grad_output dtype x weights dtype -> RunKernel.
 template <class F>
@@ -585,7 +616,6 @@ BackwardStats backward_reference(const BackwardProblem& p, const BackwardOutputs
   const DType wt = tb.dtype;
   const bool sr = fp.options.policy.write_back == RoundingMode::Stochastic &&
                   (wt == DType::F16 || wt == DType::BF16);
-  const std::uint64_t seed = p.options.sr_seed, offset = p.options.sr_offset;
   std::int64_t max_D = 1, sum_D = 0;
   for (std::int64_t t = 0; t < tb.num_tables(); ++t) {
     max_D = std::max<std::int64_t>(max_D, tb.dims[t]);
@@ -605,23 +635,8 @@ BackwardStats backward_reference(const BackwardProblem& p, const BackwardOutputs
         out.per_sample_weight_grad[q] = static_cast<float>(kernel.per_sample_weight_grad(
             q, load_index(lk.index_dtype, lk.indices, q), layout));
     }
-    // Per run: G_r and the new row into this thread's buffers, then stored. A run reads and writes
-    // only its own row and momentum, so the in-place update (aliased outputs) is exact.
-#pragma omp parallel if (detail::worth_parallel((M + R) * mean_D))
-    {
-      std::vector<double> rows(static_cast<std::size_t>(2 * max_D));
-      double* G = rows.data();  // [D] G_r
-      double* x = G + max_D;    // [D] updated row
-#pragma omp for schedule(dynamic, 16)
-      for (std::int64_t k = 0; k < R; ++k) {
-        if (k + kPrefetchRuns < R)
-          kernel.prefetch_run(k + kPrefetchRuns, run_row(in, tr.linear_ids[k + kPrefetchRuns]));
-        const RunRow r = run_row(in, tr.linear_ids[k]);
-        const double m = kernel(k, r, G, x);
-        kernel.store_row(r, x, out.weights, sr, seed, offset);
-        if (out.momentum != nullptr) out.momentum[tr.linear_ids[k]] = static_cast<float>(m);
-      }
-    }
+    update_runs(kernel, in, out, max_D, detail::worth_parallel((M + R) * mean_D),
+                {sr, p.options.sr_seed, p.options.sr_offset});
   });
 
   BackwardStats st;

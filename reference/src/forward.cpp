@@ -55,8 +55,8 @@ struct BagInfo {
 // Pooled (SUM / MEAN): one bag per iteration, OpenMP over bags. acc[D] in FP64; each term
 // s_p·W[i_p] is exact in FP64 (24-bit by 24-bit products), the sum runs in index order.
 template <class WT, class IT, class Sink>
-void pooled_forward(const ForwardProblem& p, const OutputLayout& layout, const IT* indices,
-                    const IT* offsets, const Sink& sink) {
+TBE_ROW_KERNEL void pooled_forward(const ForwardProblem& p, const OutputLayout& layout,
+                                   const IT* indices, const IT* offsets, const Sink& sink) {
   const TableBatchView& tb = p.tables;
   const auto* weights = static_cast<const typename WT::type*>(tb.weights);
   const float* psw = p.lookups.per_sample_weights;
