@@ -2,17 +2,18 @@
 #include "bench_args.h"
 
 #include "cli/cli_parse.h"
+#include "tbe/workloads.h"
 
 namespace tbe::bench {
 namespace {
 
-/// --iters N of every subcommand.
+/// --iters N of the CUDA subcommands.
 void add_iters(CLI::App& sub, int& iters) {
   cli::add_decimal(sub, "--iters", "N", iters, 1, kMaxBenchIters,
                    "timed iterations after 3 warm-up calls (default 20)");
 }
 
-/// --batch B of `forward` and `backward`.
+/// --batch B of `forward`, `backward` and `cpu`.
 void add_batch(CLI::App& sub, std::int64_t& batch, const char* description) {
   cli::add_decimal(sub, "--batch", "B", batch, std::int64_t{1}, kMaxBenchBatch, description);
 }
@@ -104,6 +105,31 @@ void add_ikbo_lce(CLI::App& app, IkboLceArgs& a) {
       ->type_name("R");
 }
 
+void add_cpu(CLI::App& app, CpuArgs& a) {
+  CLI::App* sub = app.add_subcommand(
+      "cpu", "the CPU fallback (FP64 reference, OpenMP) forward and backward; no GPU");
+  sub->footer(
+      "Times the CPU fallback (the reference backend) on a named workload: forward with FP32\n"
+      "and FP16 weights, backward + exact SGD and + exact rowwise Adagrad with FP32 and FP16\n"
+      "weights (in place, one backend object whose workspace persists across calls). Wall\n"
+      "clock after 1 warm-up call, median/min/max over N iterations; lookups/s and bytes\n"
+      "counted against the host copy bandwidth measured in the same run. Makes no CUDA call.\n"
+      "--dump-npy writes the inputs for bench/peer_fbgemm_cpu.py.");
+  sub->add_option("--workload", a.workload, "the named workload (default seed-large)")
+      ->type_name("W")
+      ->check(CLI::IsMember(named_workload_names()));
+  add_batch(*sub, a.batch, "batch size B (default: the workload's)");
+  cli::add_decimal(*sub, "--iters", "N", a.iters, 1, kMaxBenchIters,
+                   "timed iterations after 1 warm-up call (default 5)");
+  cli::add_decimal(*sub, "--threads", "N", a.threads, 1, 1024,
+                   "OpenMP threads (default: OpenMP's, e.g. OMP_NUM_THREADS)");
+  sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
+  sub->add_option("--dump-npy", a.npy_dir,
+                  "write the inputs (indices, offsets, FP32 weights, grad_output, meta.json)\n"
+                  "for bench/peer_fbgemm_cpu.py")
+      ->type_name("DIR");
+}
+
 }  // namespace
 
 cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv) {
@@ -113,16 +139,19 @@ cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv) {
   add_forward(app, cmd.forward);
   add_backward(app, cmd.backward);
   add_ikbo_lce(app, cmd.ikbo_lce);
+  add_cpu(app, cmd.cpu);
   app.require_subcommand(0, 1);  // none is reported below (CLI11 would not name a bad one)
   app.footer(  // after the subcommands, which would inherit it
       "`tbe-bench SUBCOMMAND --help` describes each one. Exit status: 0 after the run, 2 for a\n"
-      "bad command line (checked before any device work), 77 when no CUDA device is visible.");
+      "bad command line (checked before any device work), 77 when no CUDA device is visible\n"
+      "(forward, backward, ikbo-lce; `cpu` needs none).");
   if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
   if (app.get_subcommands().empty())
-    return cli::usage_error(app, "a subcommand is required (forward, backward, ikbo-lce)");
+    return cli::usage_error(app, "a subcommand is required (forward, backward, ikbo-lce, cpu)");
   const std::string name = app.get_subcommands().front()->get_name();
   cmd.kind = name == "forward"    ? BenchCommand::Kind::Forward
              : name == "backward" ? BenchCommand::Kind::Backward
+             : name == "cpu"      ? BenchCommand::Kind::Cpu
                                   : BenchCommand::Kind::IkboLce;
   return cmd;
 }

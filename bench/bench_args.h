@@ -1,6 +1,7 @@
-// tbe-bench's command line (CLI11, bench_args.cpp): the subcommands `forward`, `backward` and
-// `ikbo-lce` with their options. Plain C++ (no CUDA, no CLI11 in this header): the .cu benchmarks
-// take these structs, tests/tools/test_bench_args.cpp checks the parser on the CPU.
+// tbe-bench's command line (CLI11, bench_args.cpp): the subcommands `forward`, `backward`,
+// `ikbo-lce` (CUDA) and `cpu` (the CPU fallback, no device) with their options. Plain C++ (no
+// CUDA, no CLI11 in this header): the benchmarks take these structs,
+// tests/tools/test_bench_args.cpp checks the parser on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -46,13 +47,24 @@ struct IkboLceArgs {
   std::vector<ikbo::LceRounding> roundings;  ///< --rounding R (repeatable); empty: the default set
 };
 
-/// The subcommand named on the command line and its arguments (the other two keep defaults).
+/// `tbe-bench cpu` (bench/cpu_bench.cpp): the CPU fallback's forward and backward.
+struct CpuArgs {
+  std::string workload = "seed-large";  ///< --workload: any of named_workload_names()
+  std::int64_t batch = 0;               ///< --batch B (0: the workload's own B)
+  int iters = 5;                        ///< --iters N
+  int threads = 0;                      ///< --threads N (0: OpenMP's default, OMP_NUM_THREADS)
+  std::string json_path;                ///< --json FILE, "" for none
+  std::string npy_dir;                  ///< --dump-npy DIR, "" for none
+};
+
+/// The subcommand named on the command line and its arguments (the others keep defaults).
 struct BenchCommand {
-  enum class Kind { Forward, Backward, IkboLce };
+  enum class Kind { Forward, Backward, IkboLce, Cpu };
   Kind kind = Kind::Forward;
   ForwardArgs forward;
   BackwardArgs backward;
   IkboLceArgs ikbo_lce;
+  CpuArgs cpu;
 };
 
 /// Parses tbe-bench's command line (argv[0] is the program). Returns the command, or how to end:
@@ -62,9 +74,11 @@ struct BenchCommand {
 /// device: main() calls it before looking for one.
 cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv);
 
-/// The subcommands; each returns the exit status (77 without a CUDA device).
+/// The subcommands; each returns the exit status (the CUDA ones 77 without a CUDA device; a
+/// TBE_CUDA=OFF build has only cpu_main, bench_main.cpp).
 int forward_main(const ForwardArgs& args);    // bench/tbe_bench.cu
 int backward_main(const BackwardArgs& args);  // bench/backward_bench.cu
 int ikbo_lce_main(const IkboLceArgs& args);   // bench/ikbo_lce_bench.cu
+int cpu_main(const CpuArgs& args);            // bench/cpu_bench.cpp (no CUDA call)
 
 }  // namespace tbe::bench

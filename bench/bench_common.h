@@ -1,13 +1,14 @@
-// Shared helpers of tbe-bench's subcommands: CUDA error exit, event timing after warm-up with the
-// L2 flushed before every iteration, median / min / max.
+// Shared helpers of tbe-bench's CUDA subcommands: CUDA error exit, event timing after warm-up with
+// the L2 flushed before every iteration (median / min / max: bench_timing.h).
 #pragma once
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 #include <cuda_runtime.h>
+
+#include "bench_timing.h"
 
 namespace tbe::bench {
 
@@ -16,20 +17,6 @@ inline void check(cudaError_t e, const char* what) {
     std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
     std::exit(2);
   }
-}
-
-struct Timing {
-  double median_ms = 0, min_ms = 0, max_ms = 0;
-};
-
-inline Timing summarize(std::vector<float> ms) {
-  std::sort(ms.begin(), ms.end());
-  Timing t;
-  t.min_ms = ms.front();
-  t.max_ms = ms.back();
-  const std::size_t n = ms.size();
-  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  return t;
 }
 
 /// Times `body` (enqueued on `stream`) with events; flushes L2 before every iteration.

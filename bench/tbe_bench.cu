@@ -4,7 +4,9 @@
 //                     [--json FILE] [--dump-npy DIR]
 //   tbe-bench backward ...   (bench/backward_bench.cu)
 //   tbe-bench ikbo-lce ...   (bench/ikbo_lce_bench.cu)
-// main() parses the command line (bench_args.cpp, `tbe-bench --help`) before any device work.
+//   tbe-bench cpu ...        (bench/cpu_bench.cpp, the CPU fallback)
+// main() (bench_main.cpp) parses the command line (bench_args.cpp, `tbe-bench --help`) before any
+// device work.
 //
 // Traffic model (bytes counted per forward):
 //   compulsory = unique (table, row) pairs · D · sizeof(W) + indices + offsets + output
@@ -56,27 +58,6 @@ std::vector<float> weights_as_f32(const ForwardCase& c) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  const tbe::cli::Parsed<tbe::bench::BenchCommand> parsed = tbe::bench::parse_bench_args(argc, argv);
-  if (const tbe::cli::Exit* exit = std::get_if<tbe::cli::Exit>(&parsed))
-    return tbe::cli::finish(*exit);  // before any device work: usage errors need no GPU
-  const tbe::bench::BenchCommand& cmd = std::get<tbe::bench::BenchCommand>(parsed);
-  try {
-    switch (cmd.kind) {
-      case tbe::bench::BenchCommand::Kind::Backward:
-        return tbe::bench::backward_main(cmd.backward);
-      case tbe::bench::BenchCommand::Kind::IkboLce:
-        return tbe::bench::ikbo_lce_main(cmd.ikbo_lce);
-      case tbe::bench::BenchCommand::Kind::Forward:
-        break;
-    }
-    return tbe::bench::forward_main(cmd.forward);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tbe-bench: error: %s\n", e.what());
-    return 3;
-  }
-}
 
 int tbe::bench::forward_main(const ForwardArgs& args) {
   int devices = 0;

@@ -1,6 +1,8 @@
 // The CPU reference backend ("cpu-reference"): the FP64 reference behind the Backend interface.
 #include "tbe/backend.h"
 
+#include <mutex>
+
 namespace tbe {
 
 namespace {
@@ -18,8 +20,14 @@ class ReferenceBackend final : public Backend {
   BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
                          const BackwardStrategy& strategy) override {
     throw_if_error(validate(p, strategy));
-    return backward_reference(p, out);
+    const std::lock_guard<std::mutex> lock(workspace_mutex_);
+    return backward_reference(p, out, workspace_);
   }
+
+ private:
+  // Reused by every backward call of this backend (allocated and first-touched once).
+  BackwardWorkspace workspace_;
+  std::mutex workspace_mutex_;
 };
 
 }  // namespace

@@ -7,43 +7,18 @@
 #include <cstring>
 #include <type_traits>
 
+#include "lookup_source_internal.h"
 #include "parallel_internal.h"
 #include "round_internal.h"
+#include "storage_internal.h"
 #include "tbe/host_case.h"
 
 namespace tbe {
 
 namespace {
 
-// ---- storage -> FP64 conversion, inlined per element ------------------------------------------
-// FP16: a 65536-entry table (bits -> float), exact; BF16: the bits are the top half of an FP32.
-const float* half_to_float_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (std::uint32_t b = 0; b < 65536; ++b)
-      t[b] = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(static_cast<std::uint16_t>(b)));
-    return t;
-  }();
-  return table.data();
-}
-
-struct F32Weights {
-  using storage = float;
-  static double load(const float* w, std::int64_t d, const float*) { return w[d]; }
-};
-struct F16Weights {
-  using storage = std::uint16_t;
-  static double load(const std::uint16_t* w, std::int64_t d, const float* lut) { return lut[w[d]]; }
-};
-struct BF16Weights {
-  using storage = std::uint16_t;
-  static double load(const std::uint16_t* w, std::int64_t d, const float*) {
-    const std::uint32_t bits = static_cast<std::uint32_t>(w[d]) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-};
+using detail::LookupSource;
+using detail::prepare_lookups;
 
 // ---- output sinks: store one FP64 row, rounded once to the output type --------------------------
 struct F64Sink {
@@ -69,39 +44,8 @@ struct TypedSink {
   }
 };
 
-// Indices/offsets to compute from: either the caller's buffers (valid input) or repaired copies.
-struct LookupSource {
-  DType dtype;
-  const void* indices;
-  const void* offsets;
-  std::vector<std::int64_t> repaired_offsets, repaired_indices;
-  std::int64_t warnings = 0;
-};
-
-// Applies the bounds-check mode. FATAL throws before anything is computed. WARNING/IGNORE repair
-// only when something is invalid (repair of a valid input is the identity, so skipping it is
-// exact and saves copying N indices).
-LookupSource prepare_lookups(const ForwardProblem& p) {
-  LookupSource src{p.lookups.index_dtype, p.lookups.indices, p.lookups.offsets, {}, {}, 0};
-  switch (p.options.bounds_check) {
-    case BoundsCheckMode::None: return src;
-    case BoundsCheckMode::Fatal:
-      if (auto v = find_first_violation(p)) throw BoundsCheckError(*v);
-      return src;
-    case BoundsCheckMode::Warning:
-    case BoundsCheckMode::Ignore:
-      if (!find_first_violation(p)) return src;
-      break;
-  }
-  RepairResult r = repair(p);
-  src.dtype = DType::I64;
-  src.repaired_offsets = std::move(r.offsets);
-  src.repaired_indices = std::move(r.indices);
-  src.indices = src.repaired_indices.data();
-  src.offsets = src.repaired_offsets.data();
-  src.warnings = r.warnings;
-  return src;
-}
+/// Lookups between a row's prefetch and its use.
+constexpr std::int64_t kPrefetchLookups = 8;
 
 // Per-bag metadata resolved once per bag.
 struct BagInfo {
@@ -111,13 +55,12 @@ struct BagInfo {
 // Pooled (SUM / MEAN): one bag per iteration, OpenMP over bags. acc[D] in FP64; each term
 // s_p·W[i_p] is exact in FP64 (24-bit by 24-bit products), the sum runs in index order.
 template <class WT, class IT, class Sink>
-void pooled_forward(const ForwardProblem& p, const OutputLayout& layout, const IT* indices,
-                    const IT* offsets, const Sink& sink) {
+TBE_ROW_KERNEL void pooled_forward(const ForwardProblem& p, const OutputLayout& layout,
+                                   const IT* indices, const IT* offsets, const Sink& sink) {
   const TableBatchView& tb = p.tables;
-  const auto* weights = static_cast<const typename WT::storage*>(tb.weights);
+  const auto* weights = static_cast<const typename WT::type*>(tb.weights);
   const float* psw = p.lookups.per_sample_weights;
   const bool mean = p.options.pooling == PoolingMode::Mean;
-  const float* lut = half_to_float_table();
   const std::int64_t K = layout.num_bags;
   const bool vbe = p.lookups.is_vbe();
   const std::int64_t B = vbe ? 0 : p.lookups.batch_size;
@@ -142,24 +85,33 @@ void pooled_forward(const ForwardProblem& p, const OutputLayout& layout, const I
       }
       const std::int64_t t = tb.feature_table_map[bag.feature];
       const std::int64_t D = tb.dims[t];
-      const typename WT::storage* table = weights + tb.table_offsets[t];  // 64-bit addressing
+      const typename WT::type* table = weights + tb.table_offsets[t];  // 64-bit addressing
       const std::int64_t s = offsets[k], e = offsets[k + 1];
+      // Rows are random gathers from large tables: prefetch the row kPrefetchLookups lookups
+      // ahead, into the next bags of the same feature (same table).
+      const std::int64_t prefetch_end = std::min<std::int64_t>(
+          offsets[layout.feature_bag_offset[bag.feature + 1]], p.lookups.num_indices);
       std::fill_n(acc, D, 0.0);
-      const std::int64_t row_bytes = D * static_cast<std::int64_t>(sizeof(typename WT::storage));
+      const std::int64_t row_bytes = D * static_cast<std::int64_t>(sizeof(typename WT::type));
       for (std::int64_t q = s; q < e; ++q) {
-        const typename WT::storage* row = table + static_cast<std::int64_t>(indices[q]) * D;
-        // Rows are random gathers from large tables: prefetch the row two lookups ahead.
-        if (q + 2 < e) {
+        const typename WT::type* row = table + static_cast<std::int64_t>(indices[q]) * D;
+        if (q + kPrefetchLookups < prefetch_end) {
           const char* next = reinterpret_cast<const char*>(
-              table + static_cast<std::int64_t>(indices[q + 2]) * D);
+              table + static_cast<std::int64_t>(indices[q + kPrefetchLookups]) * D);
           for (std::int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b);
         }
-        if (psw != nullptr) {
-          const double w = psw[q];
-          for (std::int64_t d = 0; d < D; ++d) acc[d] += w * WT::load(row, d, lut);
-        } else {
-          for (std::int64_t d = 0; d < D; ++d) acc[d] += WT::load(row, d, lut);
-        }
+        const auto add_row = [&](auto load) {
+          if (psw != nullptr) {
+            const double w = psw[q];
+            for (std::int64_t d = 0; d < D; ++d) acc[d] += w * load(row, d);
+          } else {
+            for (std::int64_t d = 0; d < D; ++d) acc[d] += load(row, d);
+          }
+        };
+        if (WT::fast_row(row, D))
+          add_row([](const typename WT::type* r, std::int64_t d) { return WT::load_fast(r, d); });
+        else
+          add_row([](const typename WT::type* r, std::int64_t d) { return WT::load(r, d); });
       }
       // MEAN: sum / L as one FP64 division; an empty bag keeps its +0.0 (never NaN).
       if (mean && e > s) {
@@ -177,8 +129,7 @@ template <class WT, class IT, class Sink>
 void sequence_forward(const ForwardProblem& p, const OutputLayout& layout, const IT* indices,
                       const IT* offsets, const Sink& sink) {
   const TableBatchView& tb = p.tables;
-  const auto* weights = static_cast<const typename WT::storage*>(tb.weights);
-  const float* lut = half_to_float_table();
+  const auto* weights = static_cast<const typename WT::type*>(tb.weights);
   const std::int64_t K = layout.num_bags;
   const std::int64_t D = layout.total_dim;
 #pragma omp parallel if (detail::worth_parallel((p.lookups.num_indices + K) * D))
@@ -189,10 +140,10 @@ void sequence_forward(const ForwardProblem& p, const OutputLayout& layout, const
     for (std::int64_t k = 0; k < K; ++k) {
       const std::int64_t f = layout.feature_of_bag(k);
       const std::int64_t t = tb.feature_table_map[f];
-      const typename WT::storage* table = weights + tb.table_offsets[t];
+      const typename WT::type* table = weights + tb.table_offsets[t];
       for (std::int64_t q = offsets[k]; q < offsets[k + 1]; ++q) {
-        const typename WT::storage* row = table + static_cast<std::int64_t>(indices[q]) * D;
-        for (std::int64_t d = 0; d < D; ++d) rowd[d] = WT::load(row, d, lut);
+        const typename WT::type* row = table + static_cast<std::int64_t>(indices[q]) * D;
+        for (std::int64_t d = 0; d < D; ++d) rowd[d] = WT::load(row, d);
         sink.store(q * D, rowd, D);
       }
     }
@@ -202,8 +153,8 @@ void sequence_forward(const ForwardProblem& p, const OutputLayout& layout, const
 template <class WT, class IT, class Sink>
 void run_typed(const ForwardProblem& p, const OutputLayout& layout, const LookupSource& src,
                const Sink& sink) {
-  const auto* indices = static_cast<const IT*>(src.indices);
-  const auto* offsets = static_cast<const IT*>(src.offsets);
+  const auto* indices = static_cast<const IT*>(src.lookups.indices);
+  const auto* offsets = static_cast<const IT*>(src.lookups.offsets);
   if (p.options.pooling == PoolingMode::None)
     sequence_forward<WT, IT>(p, layout, indices, offsets, sink);
   else
@@ -214,22 +165,11 @@ void run_typed(const ForwardProblem& p, const OutputLayout& layout, const Lookup
 template <class Sink>
 void dispatch(const ForwardProblem& p, const OutputLayout& layout, const LookupSource& src,
               const Sink& sink) {
-  const bool i32 = src.dtype == DType::I32;
-  switch (p.tables.dtype) {
-    case DType::F32:
-      i32 ? run_typed<F32Weights, std::int32_t>(p, layout, src, sink)
-          : run_typed<F32Weights, std::int64_t>(p, layout, src, sink);
-      return;
-    case DType::F16:
-      i32 ? run_typed<F16Weights, std::int32_t>(p, layout, src, sink)
-          : run_typed<F16Weights, std::int64_t>(p, layout, src, sink);
-      return;
-    case DType::BF16:
-      i32 ? run_typed<BF16Weights, std::int32_t>(p, layout, src, sink)
-          : run_typed<BF16Weights, std::int64_t>(p, layout, src, sink);
-      return;
-    default: break;  // rejected by validate()
-  }
+  const bool i32 = src.lookups.index_dtype == DType::I32;
+  detail::with_float_storage(p.tables.dtype, "tables.dtype", [&]<class WT>() {
+    i32 ? run_typed<WT, std::int32_t>(p, layout, src, sink)
+        : run_typed<WT, std::int64_t>(p, layout, src, sink);
+  });
 }
 
 ForwardStats make_stats(std::int64_t warnings) {

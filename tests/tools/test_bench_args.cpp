@@ -1,6 +1,6 @@
 // tbe-bench's command line (bench/bench_args.h), on the CPU: defaults, every option's value per
 // subcommand, --help, and usage errors (exit status 2, the message naming the flag). The binary's
-// own exit statuses are checked by tests/tools/run_bench_usage.cmake (CUDA builds).
+// own exit statuses are checked by tests/tools/run_bench_usage.cmake.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -96,10 +96,30 @@ TEST_CASE("bench args: ikbo-lce, defaults and every option", "[cli]") {
   CHECK(a.sweep_rounding == ikbo::LceRounding::Published);
 }
 
+TEST_CASE("bench args: cpu, defaults and every option", "[cli]") {
+  const BenchCommand d = command({"cpu"});
+  CHECK(d.kind == BenchCommand::Kind::Cpu);
+  CHECK(d.cpu.workload == "seed-large");
+  CHECK(d.cpu.batch == 0);
+  CHECK(d.cpu.iters == 5);
+  CHECK(d.cpu.threads == 0);
+  CHECK(d.cpu.json_path.empty());
+  CHECK(d.cpu.npy_dir.empty());
+  const CpuArgs a = command({"cpu", "--workload", "prod-mixed", "--batch", "2048", "--iters",
+                             "3", "--threads", "2", "--json", "c.json", "--dump-npy", "d"})
+                        .cpu;
+  CHECK(a.workload == "prod-mixed");
+  CHECK(a.batch == 2048);
+  CHECK(a.iters == 3);
+  CHECK(a.threads == 2);
+  CHECK(a.json_path == "c.json");
+  CHECK(a.npy_dir == "d");
+}
+
 TEST_CASE("bench args: --help of the tool and of each subcommand exits 0", "[cli]") {
   const cli::Exit root = exit_of({"--help"});
   CHECK(root.status == 0);
-  for (const char* text : {"forward", "backward", "ikbo-lce", "Exit status"})
+  for (const char* text : {"forward", "backward", "ikbo-lce", "cpu", "Exit status"})
     CHECK_THAT(root.text, Catch::Contains(text));
   const cli::Exit fwd = exit_of({"forward", "-h"});
   CHECK(fwd.status == 0);
@@ -108,6 +128,7 @@ TEST_CASE("bench args: --help of the tool and of each subcommand exits 0", "[cli
     CHECK_THAT(fwd.text, Catch::Contains(text));
   CHECK_THAT(exit_of({"backward", "--help"}).text, Catch::Contains("--bounds"));
   CHECK_THAT(exit_of({"ikbo-lce", "--help"}).text, Catch::Contains("--sweep-rounding"));
+  CHECK_THAT(exit_of({"cpu", "--help"}).text, Catch::Contains("peer_fbgemm_cpu.py"));
 }
 
 TEST_CASE("bench args: bad command lines are usage errors naming the flag", "[cli]") {
@@ -128,4 +149,7 @@ TEST_CASE("bench args: bad command lines are usage errors naming the flag", "[cl
   check_usage_error({"ikbo-lce", "--rounding", "published", "user-rounded"}, "user-rounded");
   check_usage_error({"ikbo-lce", "--sweep-rounding", "x"}, "--sweep-rounding");
   check_usage_error({"ikbo-lce", "--quick=1"}, "quick");  // a flag takes no value
+  check_usage_error({"cpu", "--workload", "seed-small"}, "--workload");
+  check_usage_error({"cpu", "--threads", "0"}, "--threads");
+  check_usage_error({"cpu", "--iters", "0"}, "--iters");
 }

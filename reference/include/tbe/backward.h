@@ -10,7 +10,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -163,10 +165,38 @@ struct BackwardReference {
 /// Reference backward in FP64. Throws InvalidArgument (validate) or BoundsCheckError (FATAL).
 BackwardReference backward_reference_fp64(const BackwardProblem& p);
 
-/// The CPU fallback: backward_reference_fp64, then stores rows rounded per policy.write_back (RNE,
-/// or stochastic rounding with the Philox stream of p.options), momentum rounded to FP32 (RNE),
-/// per-sample-weight gradients rounded to FP32. Nothing is written on error.
+/// (Addition) Host buffers the CPU fallback reuses across backward_reference calls: the transpose
+/// (sorted positions, runs, position -> bag), its radix-sort scratch and the grad_output offsets
+/// per bag and per sorted lookup, all O(N + K) elements (none of size Σ E_t·D_t). Buffers only grow, so a long-lived workspace
+/// allocates and first-touches its pages once; a call on a smaller problem reuses them. Holds no
+/// result: a call's output never depends on what an earlier call left here. One call at a time
+/// per workspace (the reference backend owns one and serialises its calls).
+class BackwardWorkspace {
+ public:
+  BackwardWorkspace();
+  ~BackwardWorkspace();
+  BackwardWorkspace(BackwardWorkspace&&) noexcept;
+  BackwardWorkspace& operator=(BackwardWorkspace&&) noexcept;
+  /// Bytes held (capacity of every buffer); 0 before the first call and after release().
+  std::size_t bytes() const;
+  /// Frees every buffer (the next call allocates again).
+  void release();
+  struct Buffers;      ///< the buffers (defined in reference/src/backward.cpp)
+  Buffers& buffers();  ///< created on first use
+
+ private:
+  std::unique_ptr<Buffers> buffers_;
+};
+
+/// The CPU fallback: the same FP64 values as backward_reference_fp64 (per run in sorted order,
+/// OpenMP over runs: the bytes written do not depend on the thread count), stored rounded per
+/// policy.write_back (RNE, or stochastic rounding with the Philox stream of p.options), momentum
+/// rounded to FP32 (RNE), per-sample-weight gradients rounded to FP32. Nothing is written on
+/// error. The FP64 values are not kept (a run's row goes to `out` as soon as it is computed).
+/// Without `workspace`, buffers are allocated for this call only.
 BackwardStats backward_reference(const BackwardProblem& p, const BackwardOutputs& out);
+BackwardStats backward_reference(const BackwardProblem& p, const BackwardOutputs& out,
+                                 BackwardWorkspace& workspace);
 
 /// Stochastic rounding of exact value x to `t` with uniform u in [0, 1): RD(x) + ulp if
 /// u < (x - RD(x)) / (RU(x) - RD(x)), else RD(x) (exact values are returned unchanged).
