@@ -141,6 +141,11 @@ LceOutcome run_lce_gpu(const ikbo::LceProblem& p, cuda::LceStage stage, const Lc
     check(cudaMemset(out.get(), 0xff, out_bytes), "poison");
     check(cudaMemset(static_cast<char*>(out.get()) + out_bytes, 0xa5, kLceSentinelBytes), "sentinel");
     cuda::DeviceBuffer ws(op.workspace_bytes());
+    // NaN-poisoned workspace (0xff bytes: NaN in FP32/FP16/BF16): an intermediate (padded copy,
+    // user result, candidate part) that a stage leaves partly unwritten shows up as NaN outputs
+    // instead of reading stale values of an earlier identical call from a recycled allocation.
+    if (op.workspace_bytes() > 0)
+      check(cudaMemset(ws.get(), 0xff, op.workspace_bytes()), "poison workspace");
     op.run(out.get(), ws.get(), lce_test_stream());
     op.finish();
     o.output = download();

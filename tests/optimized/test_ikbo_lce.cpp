@@ -169,6 +169,28 @@ TEST_CASE("ikbo lce: random shapes, maps, layouts and chunkings in the enclosure
   });
 }
 
+TEST_CASE("ikbo lce: small M x N with long K, cuBLAS GEMM reductions round once",
+          "[gpu][ikbo]") {
+  // A cuBLAS GEMM of few outputs and a long K may split K; in its default math mode it may then
+  // reduce the partials in the 16-bit output type (two roundings), which the oracle's FP32
+  // accumulation + one rounding rejects. Found by the random-shape property (RC seed 1:
+  // M = 6, N = 2, K_c = 1, K_u = 97, BF16, user-rounded, padded-k); LceOp asks for reductions in
+  // the compute type (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION).
+  std::uint64_t seed = 7000;
+  for (LceStage stage : {LceStage::Decomposed, LceStage::PaddedK, LceStage::L2Chunked})
+    for (DType st : {DType::F16, DType::BF16})
+      for (LceRounding r : kRoundings)
+        for (std::int64_t K : {97, 1000, 4099})
+          for (std::int64_t MN : {1, 2, 6}) {
+            const ikbo_test::LceSpec s = spec(2, 1, MN, 8 / MN + 1, K, K + 3, st, r,
+                                              MapKind::OneUser, ++seed);
+            const ikbo::LceCase c = ikbo_test::build(s);
+            const ikbo::LceProblem p = c.view();
+            INFO(s << " stage=" << cuda::to_string(stage));
+            require_in_enclosure(p, run_lce_gpu(p, stage));
+          }
+}
+
 TEST_CASE("ikbo lce: published dimensions at a small batch", "[gpu][ikbo][large]") {
   for (LceStage stage : kStages)
     for (auto [st, r] : {std::pair{DType::F16, LceRounding::RoundOnce},
