@@ -68,10 +68,10 @@ RULE_FEATURE_MAP = ("docs/semantics.md 'Symbols': feature_table_map may be any m
 RULE_SHARED_UPDATE = ("docs/backward.md 'Shared tables': features sharing a table add into one "
                       "G_r and the row gets one update (C09); FBGEMM's CPU FP16 rowwise Adagrad "
                       "with map [0, 1, 0] updates a row both features look up twice")
-RULE_SGD_FP16 = ("docs/backward.md 'The computation' 4: the updated row x = w - lr·G is rounded once "
-                 "to the weights type; FBGEMM's CPU EXACT_SGD with FP16 weights rounds lr·G to FP16 "
-                 "first and then w - RN16(lr·G) (two roundings; its outputs equal that emulation "
-                 "bit for bit)")
+RULE_SGD_FP16 = ("docs/backward.md 'The computation' 4: the updated row x = w - lr·G is rounded "
+                 "once to the weights type; FBGEMM's CPU EXACT_SGD with FP16 weights rounds lr·G "
+                 "to FP16 first and then w - RN16(lr·G) (two roundings; its outputs equal that "
+                 "emulation bit for bit)")
 RULE_WEIGHT_DECAY = ("docs/backward.md 'The computation' 3: rowwise Adagrad with weight decay L2 "
                      "(g' = G + wd·w) or DECOUPLE (corr = 1 - lr·wd); FBGEMM's CPU rowwise Adagrad "
                      "ignores weight_decay (weights and momentum equal the update without it)")

@@ -14,7 +14,8 @@ the outputs concatenated to [B, Σ_f D_f] (the TBE layout), `out.backward(grad_o
 optimizer composed of torch ops on the autograd gradient (`W_t.grad`, dense, or a sparse COO
 tensor coalesced), in FP32:
   EXACT_SGD:              W ← (W.float() − lr·g.float()).to(W.dtype)
-  EXACT_ROWWISE_ADAGRAD:  m ← m + mean_d(g.float()²);  W ← (W.float() − lr/(√m + eps)·g.float()).to(W.dtype)
+  EXACT_ROWWISE_ADAGRAD:  m ← m + mean_d(g.float()²);
+                          W ← (W.float() − lr/(√m + eps)·g.float()).to(W.dtype)
 (dense: on the whole table, where rows without lookups have g = 0 and stay bitwise unchanged;
 sparse: on the coalesced rows only). Recorded: the weights after the step, the momentum, the
 per-sample weights' `.grad`. Policy `fbgemm-cuda` with output = the weight dtype (torch returns

@@ -12,7 +12,8 @@ Get the copies (torchrec 376cac6a was used; `peers_dir` must hold these three fi
 
     for f in triton_table_batched_embeddings triton_tbe_backward_utils \\
              triton_tbe_backward_long_run_fused; do
-      git --git-dir=<torchrec git dir> show HEAD:torchrec/distributed/triton_tbe/$f.py > .peers/$f.py
+      git --git-dir=<torchrec git dir> show \\
+        HEAD:torchrec/distributed/triton_tbe/$f.py > .peers/$f.py
     done
 """
 import enum

@@ -5,7 +5,8 @@
 # "forward") names the operators `tbe-verify check` judges; folders of other operators are counted
 # and listed as not judged here (python/tests/test_recorded_cases.py reads and judges them).
 # No case folders (not recorded yet): reports 0 cases and passes.
-# Usage: cmake -DTBE_VERIFY=<binary> -DCASES_DIR=<dir> [-DOPERATORS=forward] -P run_torch_cases.cmake
+# Usage: cmake -DTBE_VERIFY=<binary> -DCASES_DIR=<dir> [-DOPERATORS=forward]
+#              -P run_torch_cases.cmake
 cmake_minimum_required(VERSION 3.25)  # IN_LIST, string(JSON)
 if(NOT DEFINED OPERATORS)
   set(OPERATORS forward)
