@@ -350,16 +350,21 @@ int run(const VerifyArgs& args) {
 
 }  // namespace
 
-/// `tbe-verify replay DIR`: the reference and, when a GPU is visible, the CUDA backend.
+/// `tbe-verify replay DIR`: the reference and, when a GPU is visible, the CUDA backends (TBE and
+/// IKBO).
 int replay_with_gpu(const std::string& dir) {
   std::unique_ptr<tbe::Backend> gpu;
-  std::string no_gpu;
+  std::unique_ptr<tbe::ikbo::IkboBackend> gpu_ikbo;
+  tbe::judge::ReplayDevices devices;
   try {
     gpu = tbe::select_backend(tbe::BackendKind::Cuda);
+    gpu_ikbo = tbe::select_ikbo_backend(tbe::BackendKind::Cuda);
   } catch (const tbe::Error& e) {
-    no_gpu = e.what();
+    devices.skip_reason = e.what();
   }
-  return tbe::judge::replay_case(dir, std::cout, gpu.get(), no_gpu);
+  devices.tbe = gpu.get();
+  devices.ikbo = gpu_ikbo.get();
+  return tbe::judge::replay_case(dir, std::cout, devices);
 }
 
 int main(int argc, char** argv) {
@@ -370,9 +375,9 @@ int main(int argc, char** argv) {
     const VerifyCommand& cmd = std::get<VerifyCommand>(parsed);
     switch (cmd.kind) {
       case VerifyCommand::Kind::Replay:
-        return replay_with_gpu(cmd.case_dir);
+        return replay_with_gpu(cmd.case_dirs.front());
       case VerifyCommand::Kind::Check:
-        return tbe::judge::check_case(cmd.case_dir, std::cout);
+        return tbe::judge::check_cases(cmd.case_dirs, std::cout);
       case VerifyCommand::Kind::Run:
         break;
     }
