@@ -539,3 +539,23 @@ TEST_CASE("replay backward and ikbo cases", "[verify][cases]") {
   }
   fs::remove_all(root);
 }
+
+// Not run by default (hidden tag): writes the case folders tests/tools/run_check_cli.cmake runs
+// the tbe-verify binary on, into $TBE_CLI_CASES_DIR.
+TEST_CASE("write the case folders of the tbe-verify check/replay CLI test", "[.write-cli-cases]") {
+  const char* root = std::getenv("TBE_CLI_CASES_DIR");
+  REQUIRE(root != nullptr);
+  const fs::path dir(root);
+  fs::remove_all(dir);
+  io::write_case((dir / "bwd-pass").string(), backward_case(DType::BF16, true));
+  io::BackwardCaseFile bad = backward_case();
+  const BackwardReference ref = backward_reference_fp64(bad.problem.view());
+  const std::int64_t flat = weight_flat(bad, ref.run_table[0], ref.run_row[0], 1);
+  store_from_double(DType::F16, bad.recorded->weights->data(), flat,
+                    load_as_double(DType::F16, bad.recorded->weights->data(), flat) + 0.25);
+  io::write_case((dir / "bwd-mismatch").string(), bad);
+  bad.expect = io::Expectation{"fail", "test: one weight moved outside its enclosure"};
+  io::write_case((dir / "bwd-expect-fail").string(), bad);
+  io::write_case((dir / "lce-pass").string(), lce_case());
+  io::write_case((dir / "attention-pass").string(), attention_case());
+}
