@@ -132,7 +132,8 @@ class GuardedBuffer {
     return true;
   }
   bool unchanged() const {
-    return canary_intact() && (size_ == 0 || std::memcmp(bytes_.data(), initial_.data(), size_) == 0);
+    return canary_intact() &&
+           (size_ == 0 || std::memcmp(bytes_.data(), initial_.data(), size_) == 0);
   }
 
  private:
@@ -149,8 +150,8 @@ struct Side {
   bool ran = false;
   std::string skip_reason;
   Kind kind = Kind::Ok;
-  std::string what;            ///< the error's what()
-  BoundsViolation violation;   ///< Kind::Bounds
+  std::string what;           ///< the error's what()
+  BoundsViolation violation;  ///< Kind::Bounds
   BackwardStats stats;
   std::vector<std::string> lines;     ///< the oracle's reports and the z-test
   std::vector<std::string> problems;  ///< why this side failed
@@ -159,10 +160,14 @@ struct Side {
 
 std::string outcome_text(const Side& s) {
   switch (s.kind) {
-    case Kind::Ok: return "updated, " + std::to_string(s.stats.warnings) + " warnings";
-    case Kind::Bounds: return "BoundsCheckError(" + to_string(s.violation) + ")";
-    case Kind::Invalid: return "InvalidArgument: " + s.what;
-    default: return "error: " + s.what;
+    case Kind::Ok:
+      return "updated, " + std::to_string(s.stats.warnings) + " warnings";
+    case Kind::Bounds:
+      return "BoundsCheckError(" + to_string(s.violation) + ")";
+    case Kind::Invalid:
+      return "InvalidArgument: " + s.what;
+    default:
+      return "error: " + s.what;
   }
 }
 
@@ -174,9 +179,11 @@ Side run_side(const std::string& name, Backend& b, const BackwardProblem& p,
   const TableBatchView& tb = p.forward.tables;
   const bool adagrad = p.options.optimizer.kind == OptimizerKind::ExactRowwiseAdagrad;
   const bool weighted = p.forward.lookups.weighted();
-  GuardedBuffer weights(tb.weights, static_cast<std::size_t>(total_weight_elements(tb)) * dtype_size(tb.dtype));
+  GuardedBuffer weights(tb.weights,
+                        static_cast<std::size_t>(total_weight_elements(tb)) * dtype_size(tb.dtype));
   GuardedBuffer momentum;
-  if (adagrad) momentum = GuardedBuffer(p.momentum, static_cast<std::size_t>(total_rows(tb)) * sizeof(float));
+  if (adagrad)
+    momentum = GuardedBuffer(p.momentum, static_cast<std::size_t>(total_rows(tb)) * sizeof(float));
   GuardedBuffer psw;
   if (weighted) {  // poisoned: every position must be written (0 outside every bag)
     const std::vector<float> nan(static_cast<std::size_t>(p.forward.lookups.num_indices),
@@ -215,11 +222,11 @@ Side run_side(const std::string& name, Backend& b, const BackwardProblem& p,
     return s;
   }
   if (s.stats.warnings != ex.warnings)
-    s.problems.push_back("warnings " + std::to_string(s.stats.warnings) + " != " +
-                         std::to_string(ex.warnings) + " (tbe::repair)");
-  OutputsJudgement j =
-      judge_outputs(p, *ex.enc, weights.data(), adagrad ? static_cast<const float*>(momentum.data()) : nullptr,
-                    weighted ? static_cast<const float*>(psw.data()) : nullptr);
+    s.problems.push_back("warnings " + std::to_string(s.stats.warnings) +
+                         " != " + std::to_string(ex.warnings) + " (tbe::repair)");
+  OutputsJudgement j = judge_outputs(p, *ex.enc, weights.data(),
+                                     adagrad ? static_cast<const float*>(momentum.data()) : nullptr,
+                                     weighted ? static_cast<const float*>(psw.data()) : nullptr);
   s.lines = std::move(j.lines);
   for (std::string& pr : j.problems) s.problems.push_back(std::move(pr));
   return s;
@@ -284,24 +291,29 @@ int replay_backward(const std::string& dir, io::BackwardCaseFile& c, std::ostrea
   const Side& ref = sides.front();
   const Side& gpu = sides.back();
   const bool gpu_ran = sides.size() > 1 && gpu.ran;
-  const bool agree = !gpu_ran || (gpu.kind == ref.kind &&
-                                  (ref.kind != Kind::Bounds || gpu.violation == ref.violation) &&
-                                  (ref.kind != Kind::Ok || gpu.stats.warnings == ref.stats.warnings));
+  const bool agree =
+      !gpu_ran ||
+      (gpu.kind == ref.kind && (ref.kind != Kind::Bounds || gpu.violation == ref.violation) &&
+       (ref.kind != Kind::Ok || gpu.stats.warnings == ref.stats.warnings));
   auto warnings_text = [](const Side& s) {
     return s.ran && s.kind == Kind::Ok ? std::to_string(s.stats.warnings) : "-";
   };
   os << "warnings: cpu " << warnings_text(ref) << ", " << gpu.name << " " << warnings_text(gpu)
-     << " (expected " << (ex.violation ? std::string("none: FATAL raises") : std::to_string(ex.warnings))
-     << ")\n";
+     << " (expected "
+     << (ex.violation ? std::string("none: FATAL raises") : std::to_string(ex.warnings)) << ")\n";
   os << "errors: "
      << (agree ? "agree (every side that ran: " +
                      (ref.kind == Kind::Ok ? std::string("the update") : outcome_text(ref)) + ")"
-               : "DISAGREE\n  - " + gpu.name + ": " + outcome_text(gpu) + " vs cpu: " + outcome_text(ref))
+               : "DISAGREE\n  - " + gpu.name + ": " + outcome_text(gpu) +
+                     " vs cpu: " + outcome_text(ref))
      << "\n";
   const bool cpu_ok = ref.passed();
   const bool gpu_ok = !gpu_ran || gpu.passed();
   os << "verdict: cpu " << (cpu_ok ? "passed" : "FAILED") << ", gpu "
-     << (!gpu_ran ? "skipped" : gpu_ok ? "passed" : "FAILED") << "\n";
+     << (!gpu_ran ? "skipped"
+         : gpu_ok ? "passed"
+                  : "FAILED")
+     << "\n";
   if (c.recorded)
     os << "(the case also records outputs of " << c.recorded->implementation << ": "
        << check_case_command(dir) << ")\n";
@@ -329,7 +341,8 @@ bool judge_recorded(io::BackwardCaseFile& c, std::optional<oracle::CheckReport>*
     if (os) {
       std::vector<std::string> what;
       if (r.weights)
-        what.push_back("weights (" + std::to_string(r.weights->size() / dtype_size(p.forward.tables.dtype)) +
+        what.push_back("weights (" +
+                       std::to_string(r.weights->size() / dtype_size(p.forward.tables.dtype)) +
                        " " + to_string(p.forward.tables.dtype) + " elements)");
       if (r.momentum) what.push_back("momentum (" + std::to_string(r.momentum->size()) + " fp32)");
       if (r.per_sample_weight_grad)
@@ -342,17 +355,17 @@ bool judge_recorded(io::BackwardCaseFile& c, std::optional<oracle::CheckReport>*
       problems.push_back("errors: the reference raises BoundsCheckError(" +
                          to_string(*ex.violation) + "), the implementation returned outputs");
     } else {
-      OutputsJudgement j = judge_outputs(
-          p, *ex.enc, r.weights ? r.weights->data() : nullptr,
-          r.momentum ? r.momentum->data() : nullptr,
-          r.per_sample_weight_grad ? r.per_sample_weight_grad->data() : nullptr);
+      OutputsJudgement j =
+          judge_outputs(p, *ex.enc, r.weights ? r.weights->data() : nullptr,
+                        r.momentum ? r.momentum->data() : nullptr,
+                        r.per_sample_weight_grad ? r.per_sample_weight_grad->data() : nullptr);
       if (os)
         for (const std::string& l : j.lines) *os << l << "\n";
       problems.insert(problems.end(), j.problems.begin(), j.problems.end());
       if (report) *report = detail::worst_report(j.reports);
       if (r.warnings && *r.warnings != ex.warnings)
-        problems.push_back("warnings: recorded " + std::to_string(*r.warnings) + " != " +
-                           std::to_string(ex.warnings) + " (tbe::repair)");
+        problems.push_back("warnings: recorded " + std::to_string(*r.warnings) +
+                           " != " + std::to_string(ex.warnings) + " (tbe::repair)");
       else if (os && r.warnings)
         *os << "warnings: recorded " << *r.warnings << " == reference " << ex.warnings << "\n";
     }

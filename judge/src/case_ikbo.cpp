@@ -156,7 +156,10 @@ int replay_ikbo(const std::string& dir, const CaseFile& c, std::ostream& os,
   const bool gpu_ran = gpu.ran && sides.size() > 1;
   const bool gpu_ok = !gpu_ran || gpu.passed();
   os << "verdict: cpu " << (ref.passed() ? "passed" : "FAILED") << ", gpu "
-     << (!gpu_ran ? "skipped" : gpu_ok ? "passed" : "FAILED") << "\n";
+     << (!gpu_ran ? "skipped"
+         : gpu_ok ? "passed"
+                  : "FAILED")
+     << "\n";
   if (c.recorded)
     os << "(the case also records outputs of " << c.recorded->implementation << ": "
        << check_case_command(dir) << ")\n";
@@ -186,8 +189,9 @@ void print_case_header(std::ostream& os, const io::AttentionCaseFile& c) {
   print_common_header(os, c.name, Attention::kName, c.provenance, c.seed);
   const ikbo::AttentionShape& s = c.problem.shape;
   os << "problem: B=" << s.B << " U=" << s.U << " n_seed=" << s.n_seed << " H=" << s.H
-     << " Dh=" << s.Dh << (s.jagged ? " jagged keys=" + std::to_string(c.problem.k_offsets.back())
-                                    : " S=" + std::to_string(s.S))
+     << " Dh=" << s.Dh
+     << (s.jagged ? " jagged keys=" + std::to_string(c.problem.k_offsets.back())
+                  : " S=" + std::to_string(s.S))
      << ", scale " << (s.scale == 0 ? std::string("1/sqrt(Dh)") : g9(s.scale)) << ", map "
      << ikbo::to_string(c.problem.map) << ", policy " << ikbo::to_string(c.problem.policy) << "\n";
 }

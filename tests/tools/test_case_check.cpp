@@ -3,22 +3,22 @@
 // the coordinates of the corrupted element, partial recordings, the SR z-test, error agreement,
 // `expect` mismatches, several folders at once, and replay on conforming and faulty backends
 // (the CPU reference stands in for the GPU).
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "tbe/backward.h"
+#include "tbe/dtype_traits.h"
 #include "tbe/errors.h"
 #include "tbe/ikbo.h"
 #include "tbe/ikbo_workloads.h"
 #include "tbe/io/any_case_file.h"
 #include "tbe/judge/case_commands.h"
 #include "tbe/oracle/backward_oracle.h"
-#include "tbe/dtype_traits.h"
 #include "tbe/precision.h"
 #include "tbe/workloads.h"
 
@@ -163,8 +163,10 @@ class ShiftedBackward : public Backend {
     BackwardStats st = ref_->backward(p, out, s);
     const BackwardReference ref = backward_reference_fp64(p);
     const TableBatchView& tb = p.forward.tables;
-    const std::int64_t flat = tb.table_offsets[ref.run_table[0]] + ref.run_row[0] * tb.dims[ref.run_table[0]];
-    store_from_double(tb.dtype, out.weights, flat, load_as_double(tb.dtype, out.weights, flat) + 0.5);
+    const std::int64_t flat =
+        tb.table_offsets[ref.run_table[0]] + ref.run_row[0] * tb.dims[ref.run_table[0]];
+    store_from_double(tb.dtype, out.weights, flat,
+                      load_as_double(tb.dtype, out.weights, flat) + 0.5);
     return st;
   }
 
@@ -198,7 +200,8 @@ io::LceCaseFile lce_case() {
   c.provenance = "test_case_check";
   c.seed = 3;
   const ikbo::IkboPolicy pol{DType::BF16, DType::F32, ikbo::LceRounding::RoundOnce};
-  c.problem = ikbo::make_lce_case(ikbo::LceShape{5, 3, 4, 6, 8, 3}, pol, ikbo::MapKind::Unsorted, 17);
+  c.problem =
+      ikbo::make_lce_case(ikbo::LceShape{5, 3, 4, 6, 8, 3}, pol, ikbo::MapKind::Unsorted, 17);
   io::IkboRecordedOutput r;
   r.implementation = "test: cpu-reference";
   r.output = c.problem.make_output();
@@ -297,7 +300,8 @@ TEST_CASE("check backward: a corrupted weight is caught with its coordinates",
     INFO(out);
     CHECK_THAT(out, Catch::Contains("weights.untouched: 1 of "));
     CHECK_THAT(out, Catch::Contains("oracle worst element (weights.untouched): table 0, row 29, "
-                                    "column 3 (flat " + std::to_string(flat) + ")"));
+                                    "column 3 (flat " +
+                                    std::to_string(flat) + ")"));
   }
   SECTION("momentum") {
     const std::int64_t id = ref.transpose.linear_ids[0];
@@ -314,7 +318,8 @@ TEST_CASE("check backward: a corrupted weight is caught with its coordinates",
     (*c.recorded->per_sample_weight_grad)[4] += 1.0f;
     CHECK(check_written(dir, c, out) == kExitFailed);
     INFO(out);
-    CHECK_THAT(out, Catch::Contains("oracle worst element (per_sample_weight_grad): lookup row 4 (flat 4)"));
+    CHECK_THAT(out, Catch::Contains(
+                        "oracle worst element (per_sample_weight_grad): lookup row 4 (flat 4)"));
   }
   SECTION("expected fail: the rule is named and check exits 0") {
     (*c.recorded->momentum)[static_cast<std::size_t>(ref.transpose.linear_ids[0])] *= 2.0f;
@@ -407,7 +412,8 @@ TEST_CASE("check backward: errors agree only with the reference's", "[verify][ca
   fs::remove_all(dir);
 }
 
-TEST_CASE("check backward: SR write-back, per element and the z-test", "[verify][cases][backward]") {
+TEST_CASE("check backward: SR write-back, per element and the z-test",
+          "[verify][cases][backward]") {
   const fs::path dir = scratch("bwd_sr");
   std::string out;
   SECTION("SR recorded: passes, the z-test runs on 4096 elements") {
@@ -424,7 +430,8 @@ TEST_CASE("check backward: SR write-back, per element and the z-test", "[verify]
   SECTION("too few elements: the z-test is not run (and not counted as passed)") {
     CHECK(check_written(dir, c12_case(4, RoundingMode::Nearest), out) == kExitOk);
     INFO(out);
-    CHECK_THAT(out, Catch::Contains("stochastic rounding z-test: not run (16 non-representable elements"));
+    CHECK_THAT(
+        out, Catch::Contains("stochastic rounding z-test: not run (16 non-representable elements"));
   }
   fs::remove_all(dir);
 }
@@ -443,8 +450,9 @@ TEST_CASE("check ikbo: LCE and attention outputs", "[verify][cases][ikbo]") {
     store_from_double(DType::BF16, c.recorded->output->data(), flat,
                       load_as_double(DType::BF16, c.recorded->output->data(), flat) + 0.5);
     CHECK(check_written(dir, c, out) == kExitFailed);
-    CHECK_THAT(out, Catch::Contains("oracle worst element (ikbo-lce): candidate 2, m 1, n 4 (flat " +
-                                    std::to_string(flat) + ")"));
+    CHECK_THAT(out,
+               Catch::Contains("oracle worst element (ikbo-lce): candidate 2, m 1, n 4 (flat " +
+                               std::to_string(flat) + ")"));
     c.expect = io::Expectation{"fail", "docs/ikbo.md LCE"};
     CHECK(check_written(dir, c, out) == kExitOk);
   }
@@ -458,8 +466,10 @@ TEST_CASE("check ikbo: LCE and attention outputs", "[verify][cases][ikbo]") {
     store_from_double(DType::F16, c.recorded->output->data(), flat,
                       load_as_double(DType::F16, c.recorded->output->data(), flat) + 0.5);
     CHECK(check_written(dir, c, out) == kExitFailed);
-    CHECK_THAT(out, Catch::Contains("oracle worst element (ikbo-attention): query row 5, candidate 2, "
-                                    "head 1, d 3 (flat " + std::to_string(flat) + ")"));
+    CHECK_THAT(out,
+               Catch::Contains("oracle worst element (ikbo-attention): query row 5, candidate 2, "
+                               "head 1, d 3 (flat " +
+                               std::to_string(flat) + ")"));
   }
   SECTION("a recorded error disagrees (the case is valid)") {
     io::LceCaseFile c = lce_case();
@@ -481,9 +491,11 @@ TEST_CASE("check several folders: the worst exit status and a count line", "[ver
   io::write_case(lce, lce_case());
   std::ostringstream os1, os2, os3;
   CHECK(check_cases({good, lce}, os1) == kExitOk);
-  CHECK_THAT(os1.str(), Catch::Contains("check: 2 cases, 2 as expected, 0 mismatched, 0 unreadable"));
+  CHECK_THAT(os1.str(),
+             Catch::Contains("check: 2 cases, 2 as expected, 0 mismatched, 0 unreadable"));
   CHECK(check_cases({good, bad, lce}, os2) == kExitFailed);
-  CHECK_THAT(os2.str(), Catch::Contains("check: 3 cases, 2 as expected, 1 mismatched, 0 unreadable"));
+  CHECK_THAT(os2.str(),
+             Catch::Contains("check: 3 cases, 2 as expected, 1 mismatched, 0 unreadable"));
   CHECK(check_cases({bad, missing}, os3) == kExitError);
   CHECK_THAT(os3.str(), Catch::Contains("cannot read the case"));
   fs::remove_all(root);
@@ -509,7 +521,9 @@ TEST_CASE("replay backward and ikbo cases", "[verify][cases]") {
       INFO(os.str());
       CHECK_THAT(os.str(), Catch::Contains("gpu: SKIPPED (no GPU: test: no GPU)"));
       CHECK_THAT(os.str(), Catch::Contains("verdict: cpu passed, gpu skipped"));
-      CHECK_THAT(os.str(), Catch::Contains("(the case also records outputs of test: cpu-reference: tbe-verify check"));
+      CHECK_THAT(os.str(),
+                 Catch::Contains(
+                     "(the case also records outputs of test: cpu-reference: tbe-verify check"));
     }
   }
   SECTION("conforming devices pass") {
