@@ -67,6 +67,8 @@ IkboSetup make_ikbo_setup(const VerifyArgs& args) {
   s.cfg.device = s.backend.get();
   s.cfg.seed = args.seed;
   s.cfg.lce_rounding = args.ikbo_rounding;
+  s.cfg.save_failures_dir = args.save_failures;
+  s.cfg.save_failures_max = args.save_failures_max;
   // fp32 rows where the CPU reference runs them (it supports fp32 storage with FP64 accumulation).
   s.cfg.include_fp32 = !s.backend || s.backend->name() == "cpu-reference";
   return s;
@@ -116,10 +118,11 @@ nlohmann::json totals_json(const Totals& f, const BackwardTotals& b, const IkboT
 std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
   std::vector<IkboRowResult> out;
   const std::vector<IkboRowSpec> specs = ikbo_row_specs(cfg.include_fp32);
+  std::int64_t saved = 0;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     std::cerr << "ikbo [" << i + 1 << "/" << specs.size() << "] " << ikbo_label(specs[i])
               << " ... " << std::flush;
-    out.push_back(run_ikbo_row(cfg, specs[i]));
+    out.push_back(run_ikbo_row(cfg, specs[i], &saved));
     std::cerr << to_string(out.back().verdict()) << "\n";
   }
   return out;
@@ -288,6 +291,8 @@ int run(const VerifyArgs& args) {
     // backend has no kernel routes to count).
     bcfg.device = info.device_is_cpu ? nullptr : device.get();
     bcfg.skip_reason = cfg.skip_reason;
+    bcfg.save_failures_dir = args.save_failures;
+    bcfg.save_failures_max = args.save_failures_max;
     const auto t_backward = std::chrono::steady_clock::now();
     BackwardRunner brunner(bcfg);
     const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
@@ -350,16 +355,21 @@ int run(const VerifyArgs& args) {
 
 }  // namespace
 
-/// `tbe-verify replay DIR`: the reference and, when a GPU is visible, the CUDA backend.
+/// `tbe-verify replay DIR`: the reference and, when a GPU is visible, the CUDA backends (TBE and
+/// IKBO).
 int replay_with_gpu(const std::string& dir) {
   std::unique_ptr<tbe::Backend> gpu;
-  std::string no_gpu;
+  std::unique_ptr<tbe::ikbo::IkboBackend> gpu_ikbo;
+  tbe::judge::ReplayDevices devices;
   try {
     gpu = tbe::select_backend(tbe::BackendKind::Cuda);
+    gpu_ikbo = tbe::select_ikbo_backend(tbe::BackendKind::Cuda);
   } catch (const tbe::Error& e) {
-    no_gpu = e.what();
+    devices.skip_reason = e.what();
   }
-  return tbe::judge::replay_case(dir, std::cout, gpu.get(), no_gpu);
+  devices.tbe = gpu.get();
+  devices.ikbo = gpu_ikbo.get();
+  return tbe::judge::replay_case(dir, std::cout, devices);
 }
 
 int main(int argc, char** argv) {
@@ -370,9 +380,9 @@ int main(int argc, char** argv) {
     const VerifyCommand& cmd = std::get<VerifyCommand>(parsed);
     switch (cmd.kind) {
       case VerifyCommand::Kind::Replay:
-        return replay_with_gpu(cmd.case_dir);
+        return replay_with_gpu(cmd.case_dirs.front());
       case VerifyCommand::Kind::Check:
-        return tbe::judge::check_case(cmd.case_dir, std::cout);
+        return tbe::judge::check_cases(cmd.case_dirs, std::cout);
       case VerifyCommand::Kind::Run:
         break;
     }

@@ -12,6 +12,8 @@
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
+#include "tbe/io/backward_case_file.h"
+#include "tbe/judge/case_commands.h"
 #include "tbe/judge/runner.h"
 #include "tbe/oracle/backward_oracle.h"
 
@@ -187,6 +189,62 @@ void add_report_checks(RowResult& row, const oracle::BackwardCheckReport& rep, c
   }
 }
 
+/// One backward call of a row, kept so a failing row can be saved as a case folder: the inputs,
+/// the outputs it wrote or the error it raised (as a case folder names it).
+struct JudgedCall {
+  const BackwardInputs* in = nullptr;
+  BackwardResultBuffers* out = nullptr;
+  BackwardStrategy strategy;
+  bool ran = false;
+  BackwardStats stats;
+  std::optional<std::string> error;  ///< "bounds_check", "invalid_argument" or "device_error"
+  /// dev.backward on *in into *out (a fresh copy); records the error it raises, then rethrows.
+  BackwardStats run(Backend& dev) {
+    ran = true;
+    try {
+      stats = dev.backward(in->problem, out->outputs(), strategy);
+      return stats;
+    } catch (const BoundsCheckError&) {
+      error = "bounds_check";
+      throw;
+    } catch (const InvalidArgument&) {
+      error = "invalid_argument";
+      throw;
+    } catch (...) {
+      error = "device_error";
+      throw;
+    }
+  }
+};
+
+/// Writes the call as a backward case folder with its outputs (or error) recorded, expect pass.
+void write_backward_case(const std::string& dir, const JudgedCall& call, const std::string& name,
+                         const std::string& provenance, std::uint64_t seed,
+                         const std::string& implementation) {
+  io::BackwardCaseFile cf;
+  cf.name = name;
+  cf.provenance = provenance;
+  cf.seed = seed;
+  cf.problem.forward = call.in->fc;
+  cf.problem.grad_output = call.in->grad_output;
+  cf.problem.momentum = call.in->momentum;
+  cf.problem.options = call.in->problem.options;
+  cf.strategy = io::BackwardStrategyRecord{call.strategy, false};
+  io::BackwardRecordedOutputs r;
+  r.implementation = implementation;
+  if (call.error) {
+    r.error = call.error;
+  } else {
+    r.weights = call.out->weights;
+    if (!call.out->momentum.empty()) r.momentum = call.out->momentum;
+    if (!call.out->psw_grad.empty()) r.per_sample_weight_grad = call.out->psw_grad;
+    r.warnings = call.stats.warnings;
+  }
+  cf.recorded = std::move(r);
+  cf.expect = io::Expectation{"pass", ""};  // what the suite requires of the backend
+  io::write_case(dir, cf);
+}
+
 }  // namespace
 
 std::string to_string(BackwardRoute r) {
@@ -271,8 +329,16 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   RowResult& row = res.row;
   row.target = cfg_.device ? Target::Device : Target::SelfCheck;
   const std::uint64_t row_seed = stable_hash(res.label) ^ (cfg_.seed * 0x9E3779B97F4A7C15ULL);
+  // What a failing row is saved from: the judged calls' inputs, outputs or errors.
+  BackwardInputs in, c12;
+  BackwardResultBuffers out, out12;
+  JudgedCall main_call, c12_call;
+  main_call.in = &in;
+  main_call.out = &out;
+  c12_call.in = &c12;
+  c12_call.out = &out12;
+  std::string implementation;
   try {
-    BackwardInputs in;
     build_inputs(in, cfg_, a, row_seed);
     const BackwardProblem& p = in.problem;
     const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
@@ -288,8 +354,10 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     std::unique_ptr<Backend> cpu;
     if (!cfg_.device) cpu = make_reference_backend();
     Backend& dev = cfg_.device ? *cfg_.device : *cpu;
-    BackwardResultBuffers out = fresh_outputs(in);
-    res.stats = dev.backward(p, out.outputs(), strategy);
+    implementation = dev.name();
+    main_call.strategy = c12_call.strategy = strategy;
+    out = fresh_outputs(in);
+    res.stats = main_call.run(dev);
     row.paths = res.stats.paths;
     add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
 
@@ -327,11 +395,10 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     if (a.stochastic_rounding) {
       const auto z = oracle::stochastic_rounding_test(p, enc, out.weights.data());
       row.checks.push_back(agreement("sr.z_test", z.passed(), z.summary()));
-      BackwardInputs c12;
       build_c12(c12, a.weights, row_seed);
       const oracle::BackwardEnclosures enc12 = oracle::compute_backward_enclosures(c12.problem);
-      BackwardResultBuffers out12 = fresh_outputs(c12);
-      const BackwardStats st12 = dev.backward(c12.problem, out12.outputs(), strategy);
+      out12 = fresh_outputs(c12);
+      const BackwardStats st12 = c12_call.run(dev);
       for (const auto& path : st12.paths)
         if (std::find(row.paths.begin(), row.paths.end(), path) == row.paths.end())
           row.paths.push_back(path);
@@ -352,6 +419,40 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   } catch (const std::exception& e) {
     row.checks.push_back(agreement("error", false, std::string("unexpected error: ") + e.what()));
     finish_row(row);
+  }
+  if (row.verdict == Verdict::Failed && !cfg_.save_failures_dir.empty()) {
+    if (saved_failures_ >= cfg_.save_failures_max) {
+      res.save_note = "not saved (--save-failures-max " + std::to_string(cfg_.save_failures_max) +
+                      " reached)";
+    } else {
+      // The C12 problem when only its checks failed (or its call raised), else the row's.
+      bool only_c12 = c12_call.ran;
+      for (const Check& ck : row.checks)
+        if (!ck.passed && ck.name.rfind("c12.", 0) != 0 && !(ck.name == "error" && c12_call.error))
+          only_c12 = false;
+      const JudgedCall& judged = only_c12 ? c12_call : main_call;
+      if (!judged.ran) {
+        res.save_note = "not saved (the row failed before its backward call)";
+      } else {
+        const std::string dir = cfg_.save_failures_dir + "/backward-row-" +
+                                std::to_string(row_index + 1) + (only_c12 ? "-c12" : "");
+        std::string failed;
+        for (const Check& ck : row.checks)
+          if (!ck.passed) failed += (failed.empty() ? "" : ", ") + ck.name;
+        std::ostringstream prov;
+        prov << "tbe-verify --rows backward: workload " << cfg_.workload << " slice T="
+             << cfg_.features << " B=" << cfg_.batch << " seed=" << cfg_.seed << ", row "
+             << row_index + 1 << " " << res.label << (only_c12 ? " (its C12 problem)" : "")
+             << ", " << to_string(row.target) << " row failed: " << failed;
+        try {
+          write_backward_case(dir, judged, res.label, prov.str(), cfg_.seed, implementation);
+          res.saved_case = dir;
+          ++saved_failures_;
+        } catch (const std::exception& e) {
+          res.save_note = std::string("saving the case failed: ") + e.what();
+        }
+      }
+    }
   }
   row.seconds = seconds_since(t0);
   return res;
@@ -459,6 +560,11 @@ void print_backward_results(std::ostream& os, const std::vector<BackwardRowResul
       if (!c.passed) os << "  " << c.name << ": " << c.detail << "\n";
     if (!replay_prefix.empty())
       os << "  replay: " << replay_prefix << " --backward-row " << r.index + 1 << "\n";
+    if (!r.saved_case.empty())
+      os << "  replay case: " << replay_case_command(r.saved_case)
+         << "   (judge the saved outputs: " << check_case_command(r.saved_case) << ")\n";
+    else if (!r.save_note.empty())
+      os << "  case file: " << r.save_note << "\n";
   }
   const BackwardTotals t = count_backward_rows(rows);
   os << "\nbackward: " << t.passed << " passed, " << t.failed << " failed, " << t.skipped
@@ -487,6 +593,7 @@ nlohmann::json backward_to_json(const std::vector<BackwardRowResult>& rows) {
     for (const Check& ch : r.row.checks)
       checks.push_back({{"name", ch.name}, {"passed", ch.passed}, {"detail", ch.detail}});
     j["checks"] = checks;
+    if (!r.saved_case.empty()) j["replay_case"] = replay_case_command(r.saved_case);
     arr.push_back(j);
   }
   return arr;

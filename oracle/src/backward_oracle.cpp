@@ -714,6 +714,7 @@ StochasticRoundingTest stochastic_rounding_test(const BackwardProblem& p,
     }
   }
   if (st.samples > 0) st.mean_error_ulps = sum_e / static_cast<double>(st.samples);
+  st.variance = sum_var;
   st.z = sum_var > 0 ? sum_e / std::sqrt(sum_var) : (sum_e == 0 ? 0.0 : kInf);
   return st;
 }

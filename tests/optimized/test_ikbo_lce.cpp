@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -147,25 +148,31 @@ TEST_CASE("ikbo lce: random shapes, maps, layouts and chunkings in the enclosure
     cuda::LceTuning tuning;
     tuning.chunk_candidates = *rc::gen::elementOf(std::vector<std::int64_t>{0, 1, 2, 5});
     tuning.overlap = *rc::gen::arbitrary<bool>();
-    RC_LOG() << s << " stage=" << cuda::to_string(stage) << " k_c_pad=" << pad.k_c_pad
-             << " k_u_pad=" << pad.k_u_pad << " chunk=" << tuning.chunk_candidates
-             << " overlap=" << tuning.overlap << "\n";
+    std::ostringstream how;
+    how << s << " stage=" << cuda::to_string(stage) << " k_c_pad=" << pad.k_c_pad
+        << " k_u_pad=" << pad.k_u_pad << " chunk=" << tuning.chunk_candidates
+        << " overlap=" << tuning.overlap;
+    RC_LOG() << how.str() << "\n";
     const ikbo::LceCase c = ikbo_test::build(s);
     const ikbo::LceProblem p = c.view();
-    const LceOutcome gpu = run_lce_gpu(p, stage, pad, tuning);
-    RC_LOG() << to_string(gpu) << "\n";
-    RC_ASSERT(gpu.kind == LceOutcome::Kind::Ok);
-    RC_ASSERT(gpu.sentinels_intact);
-    const oracle::CheckReport r = oracle::check_lce(p, gpu.output.data());
-    RC_LOG() << r.summary() << "\n";
-    RC_ASSERT(r.passed());
-    if (s.small_integers) {
-      // integers in [-4, 4], K_c + K_u <= 227: every FP32 sum is an exact integer whatever the
-      // order, so every stage rounds the same values at the same points as the reference.
-      const LceOutcome ref = run_lce_reference(p);
-      RC_ASSERT(ref.kind == LceOutcome::Kind::Ok);
-      RC_ASSERT(count_element_differences(gpu, ref, s.policy.storage) == 0);
-    }
+    LceFailureRecorder rec("ikbo-lce-random", c, how.str());
+    rec.run([&] {
+      const LceOutcome gpu = run_lce_gpu(p, stage, pad, tuning);
+      rec.record(gpu, "cuda LceOp stage " + cuda::to_string(stage));
+      RC_LOG() << to_string(gpu) << "\n";
+      RC_ASSERT(gpu.kind == LceOutcome::Kind::Ok);
+      RC_ASSERT(gpu.sentinels_intact);
+      const oracle::CheckReport r = oracle::check_lce(p, gpu.output.data());
+      RC_LOG() << r.summary() << "\n";
+      RC_ASSERT(r.passed());
+      if (s.small_integers) {
+        // integers in [-4, 4], K_c + K_u <= 227: every FP32 sum is an exact integer whatever the
+        // order, so every stage rounds the same values at the same points as the reference.
+        const LceOutcome ref = run_lce_reference(p);
+        RC_ASSERT(ref.kind == LceOutcome::Kind::Ok);
+        RC_ASSERT(count_element_differences(gpu, ref, s.policy.storage) == 0);
+      }
+    });
   });
 }
 

@@ -106,12 +106,16 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
       ->type_name("R");
 }
 
-/// `replay` / `check` on `app`, each with its required CASE_DIR stored in `dir`.
+/// `replay` / `check` on `app`, each with its required CASE_DIR(s) stored in `dirs` (`several`:
+/// the help says folders).
 CLI::App* add_case_command(CLI::App& app, const char* name, const char* description,
-                           std::string& dir) {
+                           std::vector<std::string>& dirs, bool several) {
   CLI::App* sub = app.add_subcommand(name, description);
-  sub->add_option("CASE_DIR", dir, "the case folder (docs/case-files.md)")
+  sub->add_option("CASE_DIR", dirs,
+                  several ? "the case folders (docs/case-files.md), judged in order"
+                          : "the case folder (docs/case-files.md)")
       ->required()
+      ->expected(-1)  // CLI11: at least one (replay: exactly one, checked after parsing)
       ->check(cli::non_empty("the case folder name"));
   return sub;
 }
@@ -144,19 +148,20 @@ cli::Parsed<VerifyCommand> parse_verify_args(int argc, const char* const* argv) 
   add_run_options(app, cmd.args);
   CLI::App* replay = add_case_command(
       app, "replay",
-      "rerun the case on the reference and on CUDA (both bounds-check\n"
-      "strategies) and judge every output through the oracle, with warnings\n"
-      "and error agreement; with no GPU the GPU side is reported as skipped.\n"
-      "Exit 0 when the CPU side is fine and the GPU side passed or was\n"
-      "skipped.",
-      cmd.case_dir);
+      "rerun the case (any operator: forward, backward, ikbo-lce,\n"
+      "ikbo-attention) on the reference and on CUDA (forward: both\n"
+      "bounds-check strategies) and judge every output through the oracle,\n"
+      "with warnings and error agreement; with no GPU the GPU side is\n"
+      "reported as skipped. Exit 0 when the CPU side is fine and the GPU\n"
+      "side passed or was skipped.",
+      cmd.case_dirs, false);
   CLI::App* check = add_case_command(
       app, "check",
-      "judge the outputs recorded in the case (another implementation's, or\n"
-      "a failing backend's) through the oracle, no GPU needed. Exit 0 when\n"
-      "the verdict equals the case's expect.verdict (default pass), 1\n"
-      "otherwise.",
-      cmd.case_dir);
+      "judge the outputs recorded in each case (any operator; another\n"
+      "implementation's, or a failing backend's) through the oracle, no GPU\n"
+      "needed. Exit 0 when every verdict equals its case's expect.verdict\n"
+      "(default pass), 1 when one differs, 3 when a case cannot be read.",
+      cmd.case_dirs, true);
   app.footer(kFooter);  // after the subcommands, which would inherit it
   app.require_subcommand(0, 1);
   if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
@@ -167,6 +172,9 @@ cli::Parsed<VerifyCommand> parse_verify_args(int argc, const char* const* argv) 
       if (o->count() > 0)
         return cli::usage_error(app, std::string(replay->parsed() ? "replay" : "check") +
                                          " takes only CASE_DIR (got " + o->get_name() + ")");
+    if (cmd.kind == VerifyCommand::Kind::Replay && cmd.case_dirs.size() != 1)
+      return cli::usage_error(app, "replay takes exactly one CASE_DIR (got " +
+                                       std::to_string(cmd.case_dirs.size()) + ")");
     return cmd;
   }
   if (!cmd.args.rows.forward && !cmd.args.only.empty())

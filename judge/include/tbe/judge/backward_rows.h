@@ -66,6 +66,10 @@ struct BackwardRowResult {
   std::int64_t max_segment_length = 0;
   std::int32_t long_run_threshold = 0;
   std::int32_t chunk_size = 0;
+  /// Case folder the failing row was written to ("" if none; docs/case-files.md "Backward"), and
+  /// why a failing row was not written.
+  std::string saved_case;
+  std::string save_note;
 };
 
 struct BackwardRunnerConfig {
@@ -76,6 +80,12 @@ struct BackwardRunnerConfig {
   std::uint64_t seed = 1;
   Backend* device = nullptr;  ///< nullptr: CPU self-check rows
   std::string skip_reason;
+  /// A failing row is written to `save_failures_dir`/backward-row-<N> as a backward case folder
+  /// (the judged problem: the row's, or the C12 problem when only its checks failed; the
+  /// backend's outputs or error as `recorded`, expect pass); "" writes nothing. At most
+  /// save_failures_max rows per runner.
+  std::string save_failures_dir;
+  std::int64_t save_failures_max = 4;
 };
 
 /// Runs backward rows: the backend's backward judged by the oracle, a second call bitwise
@@ -92,6 +102,7 @@ class BackwardRunner {
 
  private:
   BackwardRunnerConfig cfg_;
+  std::int64_t saved_failures_ = 0;
 };
 
 /// Device paths the rows must exercise together ("a path never exercised is a failure"):
@@ -101,9 +112,9 @@ class BackwardRunner {
 /// cover them.)
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows);
 
-/// Table of rows (verdict, worst element, route counters, paths), failures with details and a
-/// replay command (`replay_prefix` + " --backward-row N"; "" prints none), and the missing-path
-/// failures.
+/// Table of rows (verdict, worst element, route counters, paths), failures with details, a
+/// replay command (`replay_prefix` + " --backward-row N"; "" prints none) and the saved case
+/// folder's replay / check commands, and the missing-path failures.
 void print_backward_results(std::ostream& os, const std::vector<BackwardRowResult>& rows,
                             bool device_present, const std::string& workload_line,
                             const std::string& replay_prefix = "");

@@ -68,6 +68,7 @@ BackwardCheckReport check_backward(const BackwardProblem& p, const BackwardResul
 struct StochasticRoundingTest {
   std::int64_t samples = 0;   ///< elements with a non-representable reference value
   double mean_error_ulps = 0; ///< Σ e / samples
+  double variance = 0;        ///< Σ f(1 - f): the variance of Σ e under unbiased SR
   double z = 0;
   double z_limit = 5.0;
   bool passed() const;
