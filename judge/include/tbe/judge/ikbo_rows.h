@@ -61,8 +61,9 @@ struct IkboRowResult {
   Verdict verdict() const;      ///< Failed if any row failed, Passed if any passed, else Skipped
 };
 
-/// Runs one row (device, or self-check when cfg.device is null). Deterministic in cfg.seed and
-/// the label. Checks: "oracle" (the output against the enclosures), "canary" (output poisoned
+/// Runs one row (device, or self-check when cfg.device is null). The row's paths are the
+/// backend's name, then its last_paths() of the judged call (the kernels that ran).
+/// Deterministic in cfg.seed and the label. Checks: "oracle" (the output against the enclosures), "canary" (output poisoned
 /// before the call, sentinels past the end unchanged), "error.bad-map" (a map value = U throws
 /// InvalidArgument naming cand_to_user[i] and leaves the output untouched).
 IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec);
