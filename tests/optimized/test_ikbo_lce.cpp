@@ -332,11 +332,16 @@ TEST_CASE("ikbo lce: the CUDA IKBO backend runs LceOp (and attention on the GPU)
   REQUIRE(gpu_what == cpu_what);
   REQUIRE(untouched == std::vector<std::byte>(out.size(), std::byte{0x5a}));
 
-  // attention: delegated, bitwise the reference's
+  // attention runs on the GPU (test_ikbo_attention.cpp): a head dimension without a kernel is an
+  // InvalidArgument naming Dh, never a silent CPU fallback; the output stays untouched
   const ikbo::AttentionCase a = ikbo::make_attention_case(ikbo_test::dense_shape(3, 2, 2, 2, 8, 5),
                                                           s.policy, MapKind::Sorted, 4);
-  std::vector<std::byte> ga = a.make_output(), ca = a.make_output();
-  gpu->attention(a.view(), ga.data());
-  cpu->attention(a.view(), ca.data());
-  REQUIRE(ga == ca);
+  std::vector<std::byte> ga(a.make_output().size(), std::byte{0x5a});
+  try {
+    gpu->attention(a.view(), ga.data());
+    FAIL("no error for Dh = 8");
+  } catch (const InvalidArgument& e) {
+    REQUIRE(e.argument() == "attention.Dh");
+  }
+  REQUIRE(ga == std::vector<std::byte>(ga.size(), std::byte{0x5a}));
 }
