@@ -166,9 +166,14 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
   auto run_all = [&](const auto& p, std::int64_t numel, auto&& call_on, auto&& judge) {
     if (cfg.device) {
       implementation = cfg.device->name();
+      std::vector<std::string> paths;  // the kernels of the judged call (the bad-map call throws)
       res.rows.push_back(run_target(Target::Device, cfg.device->name(), p, spec.storage, numel,
-                                    [&](const auto& q, void* o) { call_on(*cfg.device, q, o); },
+                                    [&](const auto& q, void* o) {
+                                      call_on(*cfg.device, q, o);
+                                      paths = cfg.device->last_paths();
+                                    },
                                     judge, captured));
+      add_paths(res.rows.back(), paths);
     } else {
       implementation = reference->name();
       res.rows.push_back(skipped);
@@ -277,8 +282,10 @@ void print_ikbo_rows(std::ostream& os, const IkboConfig& cfg,
       os << pad(to_string(r.spec.op), 11) << pad(tbe::to_string(r.spec.storage), 7)
          << pad(ikbo::to_string(r.spec.map), 26) << pad(to_string(row.target), 16)
          << pad(to_string(row.verdict), 9) << pad(worst, 9)
-         << (row.verdict == Verdict::Skipped ? std::string("-") : row.paths.front()) << "; "
-         << r.shape << "\n";
+         << (row.verdict == Verdict::Skipped ? std::string("-") : row.paths.front());
+      for (std::size_t i = 1; i < row.paths.size(); ++i)  // the kernels that ran
+        os << (i == 1 ? " [" : " ") << row.paths[i] << (i + 1 == row.paths.size() ? "]" : "");
+      os << "; " << r.shape << "\n";
     }
   bool any = false;
   for (const IkboRowResult& r : results)
@@ -328,7 +335,10 @@ nlohmann::json ikbo_rows_json(const IkboConfig& cfg, const std::vector<IkboRowRe
                  {"verdict", to_string(row.verdict)},
                  {"seconds", row.seconds}};
       if (!row.reason.empty()) jt["reason"] = row.reason;
-      if (!row.paths.empty()) jt["backend"] = row.paths.front();
+      if (!row.paths.empty()) {
+        jt["backend"] = row.paths.front();
+        jt["paths"] = std::vector<std::string>(row.paths.begin() + 1, row.paths.end());
+      }
       json checks = json::array();
       for (const Check& c : row.checks) {
         json jc = {{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}};

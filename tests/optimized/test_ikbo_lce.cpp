@@ -326,12 +326,12 @@ TEST_CASE("ikbo lce: CUDA limits are InvalidArgument before any launch", "[gpu][
   }
 }
 
-TEST_CASE("ikbo lce: the CUDA IKBO backend runs LceOp and delegates attention", "[gpu][ikbo]") {
+TEST_CASE("ikbo lce: the CUDA IKBO backend runs LceOp (and attention on the GPU)", "[gpu][ikbo]") {
   const std::unique_ptr<ikbo::IkboBackend> gpu = cuda::make_cuda_ikbo_backend();
   const std::unique_ptr<ikbo::IkboBackend> cpu = ikbo::make_reference_ikbo_backend();
   INFO(gpu->name());
   REQUIRE(gpu->name().rfind("cuda:", 0) == 0);
-  REQUIRE(gpu->name().find("attention: cpu-reference") != std::string::npos);
+  REQUIRE(gpu->name().find("attention: mma-sync") != std::string::npos);
 
   const ikbo_test::LceSpec s = spec(21, 4, 67, 40, 35, 12, DType::BF16, LceRounding::Published,
                                     MapKind::UsersWithoutCandidates, 17);
@@ -361,11 +361,16 @@ TEST_CASE("ikbo lce: the CUDA IKBO backend runs LceOp and delegates attention", 
   REQUIRE(gpu_what == cpu_what);
   REQUIRE(untouched == std::vector<std::byte>(out.size(), std::byte{0x5a}));
 
-  // attention: delegated, bitwise the reference's
+  // attention runs on the GPU (test_ikbo_attention.cpp): a head dimension without a kernel is an
+  // InvalidArgument naming Dh, never a silent CPU fallback; the output stays untouched
   const ikbo::AttentionCase a = ikbo::make_attention_case(ikbo_test::dense_shape(3, 2, 2, 2, 8, 5),
                                                           s.policy, MapKind::Sorted, 4);
-  std::vector<std::byte> ga = a.make_output(), ca = a.make_output();
-  gpu->attention(a.view(), ga.data());
-  cpu->attention(a.view(), ca.data());
-  REQUIRE(ga == ca);
+  std::vector<std::byte> ga(a.make_output().size(), std::byte{0x5a});
+  try {
+    gpu->attention(a.view(), ga.data());
+    FAIL("no error for Dh = 8");
+  } catch (const InvalidArgument& e) {
+    REQUIRE(e.argument() == "attention.Dh");
+  }
+  REQUIRE(ga == std::vector<std::byte>(ga.size(), std::byte{0x5a}));
 }

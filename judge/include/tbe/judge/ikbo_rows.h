@@ -71,8 +71,9 @@ struct IkboRowResult {
   std::string save_note;
 };
 
-/// Runs one row (device, or self-check when cfg.device is null). Deterministic in cfg.seed and
-/// the label. Checks: "oracle" (the output against the enclosures), "canary" (output poisoned
+/// Runs one row (device, or self-check when cfg.device is null). The row's paths are the
+/// backend's name, then its last_paths() of the judged call (the kernels that ran).
+/// Deterministic in cfg.seed and the label. Checks: "oracle" (the output against the enclosures), "canary" (output poisoned
 /// before the call, sentinels past the end unchanged), "error.bad-map" (a map value = U throws
 /// InvalidArgument naming cand_to_user[i] and leaves the output untouched). A failing row is
 /// saved as a case folder (IkboConfig::save_failures_dir) when `saved_failures` (in/out: the
