@@ -141,6 +141,16 @@ void count_ikbo(Coverage& cov, const IkboFuzzCase& c, const IkboJudgement& j) {
   }
 }
 
+// Seconds this thread spent inside the backends' calls (judge_one resets and reads it).
+thread_local double t_device_seconds = 0;
+struct DeviceTimer {
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~DeviceTimer() {
+    t_device_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
 // The backends of the campaign, one call at a time (the worker threads share them).
 class LockedBackend final : public Backend {
  public:
@@ -149,15 +159,18 @@ class LockedBackend final : public Backend {
   ForwardStats forward(const ForwardProblem& p, void* output,
                        const ForwardStrategy& strategy) override {
     const std::lock_guard<std::mutex> lock(m_);
+    const DeviceTimer timer;
     return inner_.forward(p, output, strategy);
   }
   RepairResult repair(const ForwardProblem& p) override {
     const std::lock_guard<std::mutex> lock(m_);
+    const DeviceTimer timer;
     return inner_.repair(p);
   }
   BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
                          const BackwardStrategy& s) override {
     const std::lock_guard<std::mutex> lock(m_);
+    const DeviceTimer timer;
     return inner_.backward(p, out, s);
   }
 
@@ -171,10 +184,12 @@ class LockedIkbo final : public ikbo::IkboBackend {
   std::string name() const override { return inner_.name(); }
   void lce(const ikbo::LceProblem& p, void* out) override {
     const std::lock_guard<std::mutex> lock(m_);
+    const DeviceTimer timer;
     inner_.lce(p, out);
   }
   void attention(const ikbo::AttentionProblem& p, void* out) override {
     const std::lock_guard<std::mutex> lock(m_);
+    const DeviceTimer timer;
     inner_.attention(p, out);
   }
 
@@ -203,6 +218,7 @@ CaseRecord judge_one(const CampaignOptions& o, Backend& tbe,
   CaseRecord r;
   r.index = index;
   r.op = op_of(o, index);
+  t_device_seconds = 0;
   const std::int64_t every = huge_every(o, gpu);
   switch (r.op) {
     case Operator::Forward: {
@@ -232,6 +248,7 @@ CaseRecord judge_one(const CampaignOptions& o, Backend& tbe,
       break;
     }
   }
+  r.device_seconds = t_device_seconds;
   return r;
 }
 
@@ -261,7 +278,9 @@ bool CaseRecord::operator==(const CaseRecord& o) const {
 }
 
 std::int64_t huge_every(const CampaignOptions& options, bool gpu) {
-  return options.huge_every >= 0 ? options.huge_every : (gpu ? 1000 : 0);
+  // a huge case costs seconds (~9 GiB filled and uploaded): rarer among the fast small cases
+  if (options.huge_every >= 0) return options.huge_every;
+  return gpu ? (options.shapes == Shapes::Small ? 20000 : 1000) : 0;
 }
 
 void list_cases(const CampaignOptions& options, std::ostream& os) {
@@ -460,6 +479,7 @@ void Campaign::save_failure(const CaseRecord& rec) {
 bool Campaign::take(const CaseRecord& r) {
   ++cases_;
   ++per_op_[r.op];
+  device_seconds_ += r.device_seconds;
   for (const auto& [axis, v] : r.coverage) ++coverage_[axis][v];
   for (const auto& p : r.paths) ++paths_[p];
   if (!r.verdict.failed) return true;
@@ -515,7 +535,8 @@ void Campaign::progress_line() {
   const double t = elapsed();
   os_ << "[" << static_cast<long>(t) << " s] cases " << cases_ << " (" << std::fixed
       << std::setprecision(1) << (t > 0 ? static_cast<double>(cases_) / t : 0.0)
-      << std::defaultfloat << "/s), failures " << failures_ << "\n";
+      << "/s), failures " << failures_ << ", " << device_seconds_
+      << " s inside the backend" << std::defaultfloat << "\n";
   os_.flush();
 }
 
@@ -526,6 +547,12 @@ void Campaign::final_report() {
       << "cases run: " << cases_ << " in " << std::fixed << std::setprecision(1) << t << " s ("
       << (t > 0 ? static_cast<double>(cases_) / t : 0.0) << " cases/s)" << std::defaultfloat;
   for (const auto& [op, n] : per_op_) os_ << "; " << to_string(op) << " " << n;
+  os_ << "\ntime inside the backend's calls (serialised): " << std::fixed << std::setprecision(1)
+      << device_seconds_ << " s of " << t << " s wall ("
+      << (cases_ > 0 ? 1e3 * device_seconds_ / static_cast<double>(cases_) : 0.0)
+      << " ms per case; the rest is generation, reference, oracle and shrinking on "
+      << (options_.threads > 0 ? options_.threads : omp_get_max_threads()) << " threads)"
+      << std::defaultfloat;
   os_ << "\ncoverage (cases per axis value):\n";
   print_counts();
   print_paths();

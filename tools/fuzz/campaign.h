@@ -45,7 +45,8 @@ struct CampaignOptions {
   int threads = 0;                         ///< cases judged at once (0: OpenMP's default)
   std::optional<std::uint64_t> only_case;  ///< --case I: run only case I
   double report_every = 30;                ///< seconds between progress lines
-  std::int64_t huge_every = -1;  ///< -1: 1000 on the cuda backend, 0 (off) on the CPU backends
+  /// -1: on the cuda backend 20000 (small shapes) or 1000 (large), 0 (off) on the CPU backends
+  std::int64_t huge_every = -1;
   int max_saved = 10;            ///< failures shrunk and saved at most
   std::int64_t max_failures = 0;  ///< stop after this many failures (0: never)
   std::int64_t list = 0;          ///< --list N: describe the first N cases and exit
@@ -75,6 +76,10 @@ struct CaseRecord {
   Verdict verdict;
   std::vector<std::pair<std::string, std::string>> coverage;  ///< (axis, value)
   std::vector<std::string> paths;                             ///< kernel paths it exercised
+  /// Seconds spent inside the backends' calls (wall clock, not compared by ==): what bounds the
+  /// campaign when it comes close to the wall time divided by the threads.
+  double device_seconds = 0;
+  /// Equal verdicts, coverage and paths (device_seconds ignored).
   bool operator==(const CaseRecord&) const;
 };
 
@@ -117,6 +122,7 @@ class Campaign {
   Counts coverage_;
   std::map<std::string, std::int64_t> paths_;
   std::map<Operator, std::int64_t> per_op_;
+  double device_seconds_ = 0;
   std::int64_t cases_ = 0, failures_ = 0;
   int saved_ = 0;
   std::vector<std::string> failure_lines_, saved_dirs_;

@@ -139,8 +139,8 @@ cli::Parsed<CampaignOptions> parse_command_line(int argc, const char* const* arg
       ->check(positive_seconds());
   cli::add_decimal(app, "--huge-every", "K", o.huge_every, std::int64_t{0}, kI64,
                    "every K-th case (i % K == K/2) has a table with E*D just above 2^31 elements "
-                   "(host and device memory up to ~9 GiB each); 0 turns it off (default: 1000 on "
-                   "the cuda backend, off on the CPU backends)");
+                   "(host and device memory up to ~9 GiB each); 0 turns it off (default on the cuda "
+                   "backend: 20000 with --shapes small, 1000 with large; off on the CPU backends)");
   cli::add_decimal(app, "--max-saved", "K", o.max_saved, 0, kInt,
                    "save (and shrink) at most K failures (default 10); later ones are counted");
   cli::add_decimal(app, "--max-failures", "K", o.max_failures, std::int64_t{0}, kI64,

@@ -14,12 +14,13 @@
 namespace tbe::fuzz {
 namespace {
 
-// Size limits of a non-huge case per shape profile: lookups N, elements E·D per table, B.
+// Size limits of a non-huge case per shape profile: lookups N, elements E·D per table, B, output
+// elements (pooled: B·Σ_f D_f, NONE: N·D).
 struct Limits {
-  std::int64_t lookups, table_elements, max_batch;
+  std::int64_t lookups, table_elements, max_batch, output;
 };
-constexpr Limits kLarge{250000, std::int64_t{1} << 22, 512};
-constexpr Limits kSmall{6000, std::int64_t{1} << 16, 64};
+constexpr Limits kLarge{250000, std::int64_t{1} << 22, 512, std::int64_t{1} << 23};
+constexpr Limits kSmall{6000, std::int64_t{1} << 16, 64, std::int64_t{1} << 17};
 
 bool chance(Rng& r, double p) { return r.uniform() < p; }
 template <class T>
@@ -211,6 +212,9 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
   const std::int64_t fixed = pick<std::int64_t>(r, {0, 1, 255, 256, 257});
   const std::int64_t mean_l = lm == LengthMode::FixedEdge ? fixed : lm == LengthMode::Edge ? 90 : 6;
   while (B > 1 && T * B * std::max<std::int64_t>(mean_l, 1) > lim.lookups) B /= 2;
+  std::int64_t sum_d = 0;  // Σ_f D_f: output columns of a pooled sample
+  for (auto t : fc.ftm) sum_d += tb->dims[t];
+  while (B > 1 && B * sum_d > lim.output) B /= 2;
   if (fc.huge) B = std::min<std::int64_t>(B, 16);
   std::vector<std::int64_t> per_feature(static_cast<std::size_t>(T), B);
   if (vbe) {
@@ -241,10 +245,10 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
                             : r.uniform_int(1000) - 500);
   }
   std::int64_t total = static_cast<std::int64_t>(fc.lead.size());
-  // NONE writes N·D elements: at most 2^23 of them
+  // NONE writes N·D elements: at most lim.output of them
   const std::int64_t max_lookups =
       fc.pooling == PoolingMode::None
-          ? std::min<std::int64_t>(lim.lookups, (std::int64_t{1} << 23) / tb->dims[0])
+          ? std::min<std::int64_t>(lim.lookups, lim.output / tb->dims[0])
           : lim.lookups;
   for (std::int64_t f = 0; f < T; ++f) {
     const std::int64_t t = fc.ftm[f];

@@ -14,9 +14,10 @@
 namespace tbe::fuzz {
 
 /// Size profile of the generated cases (the edges are drawn in both):
-///  - Small (default): N <= 6000 lookups, E·D <= 2^16 elements per table, B <= 64: the fast
-///    profile of long campaigns (every edge value still drawn: D = 2048 with E <= 32, L = 257).
-///  - Large: N <= 250000, E·D <= 2^22 per table, B <= 512.
+///  - Small (default): N <= 6000 lookups, E·D <= 2^16 elements per table, B <= 64, output
+///    <= 2^17 elements: the fast profile of long campaigns (every edge value still drawn:
+///    D = 2048 with E <= 32, L = 257).
+///  - Large: N <= 250000, E·D <= 2^22 per table, B <= 512, output <= 2^23 elements.
 enum class Shapes : std::uint8_t { Small, Large };
 std::string to_string(Shapes s);  ///< "small", "large"
 

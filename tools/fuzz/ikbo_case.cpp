@@ -130,7 +130,7 @@ IkboFuzzCase generate_ikbo_case(std::uint64_t seed, std::uint64_t case_index, bo
   Rng r(seed, kIkboStream + case_index);
   IkboFuzzCase c;
   c.attention = attention;
-  const std::int64_t budget = shapes == Shapes::Small ? (std::int64_t{1} << 21)
+  const std::int64_t budget = shapes == Shapes::Small ? (std::int64_t{1} << 20)
                                                       : (std::int64_t{1} << 26);  // MACs
   const double us = r.uniform();
   c.policy.storage = us < 0.4 ? DType::F16 : us < 0.8 ? DType::BF16 : DType::F32;
