@@ -30,6 +30,7 @@
 #include "tbe/judge/matrix.h"
 #include "tbe/judge/report.h"
 #include "tbe/judge/runner.h"
+#include "tbe/judge/section_times.h"
 
 namespace {
 
@@ -277,6 +278,7 @@ int run(const VerifyArgs& args) {
 
   // Backward + exact optimizer rows (tbe/judge/backward_rows.h): their own table and count line.
   std::vector<BackwardRowResult> backward;
+  SectionTimes backward_sections;
   if (args.rows.backward) {
     BackwardRunnerConfig bcfg;
     // Without a GPU the CPU fallback and the oracle run every row on the CPU: B is capped at
@@ -299,6 +301,7 @@ int run(const VerifyArgs& args) {
       std::cerr << to_string(backward.back().row.verdict) << "\n";
     }
     seconds.backward = seconds_since(t_backward);
+    backward_sections = brunner.section_times();
     std::ostringstream wl, replay;
     wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << bcfg.batch
        << (bcfg.batch != batch ? " (capped without a GPU)" : "") << ", seed " << args.seed;
@@ -326,6 +329,8 @@ int run(const VerifyArgs& args) {
   info.seconds_total = seconds.total;
   std::cout << "\n";
   print_times(std::cout, args.rows, seconds);
+  if (args.rows.forward) std::cout << "  forward: " << runner.section_times().text() << "\n";
+  if (args.rows.backward) std::cout << "  backward: " << backward_sections.text() << "\n";
 
   const Totals totals = count_rows(results);
   const BackwardTotals btotals = count_backward_rows(backward);
@@ -335,6 +340,8 @@ int run(const VerifyArgs& args) {
     if (args.rows.backward) j["backward"] = backward_to_json(backward);
     if (args.rows.ikbo) j["ikbo"] = ikbo_rows_json(ik.cfg, ikbo_rows);
     j["totals"] = totals_json(totals, btotals, itotals, seconds);
+    j["totals"]["forward"]["sections"] = runner.section_times().to_json();
+    j["totals"]["backward"]["sections"] = backward_sections.to_json();
     json_file << j.dump(2) << "\n";
     if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
   }

@@ -273,9 +273,11 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   const std::uint64_t row_seed = stable_hash(res.label) ^ (cfg_.seed * 0x9E3779B97F4A7C15ULL);
   try {
     BackwardInputs in;
-    build_inputs(in, cfg_, a, row_seed);
+    times_.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
     const BackwardProblem& p = in.problem;
-    const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
+    BackwardReference fp64 = times_.time("reference", [&] { return backward_reference_fp64(p); });
+    const oracle::BackwardEnclosures enc = times_.time(
+        "enclosures", [&] { return oracle::compute_backward_enclosures(p, std::move(fp64)); });
     const BackwardReference& ref = enc.reference;
     for (std::int64_t sl : ref.transpose.run_lengths)
       res.max_segment_length = std::max(res.max_segment_length, sl);
@@ -289,9 +291,11 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     if (!cfg_.device) cpu = make_reference_backend();
     Backend& dev = cfg_.device ? *cfg_.device : *cpu;
     BackwardResultBuffers out = fresh_outputs(in);
-    res.stats = dev.backward(p, out.outputs(), strategy);
+    res.stats = times_.time("backend", [&] { return dev.backward(p, out.outputs(), strategy); });
     row.paths = res.stats.paths;
-    add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
+    times_.time("judge", [&] {
+      add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
+    });
 
     // Counters: the intended route ran, and the paths together covered every run and lookup.
     const BackwardPathCounters& c = res.stats.counters;
@@ -317,7 +321,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     }
     if (a.deterministic) {
       BackwardResultBuffers again = fresh_outputs(in);
-      dev.backward(p, again.outputs(), strategy);
+      times_.time("backend", [&] { dev.backward(p, again.outputs(), strategy); });
       const bool same = again.weights == out.weights && again.momentum == out.momentum &&
                         again.psw_grad == out.psw_grad;
       row.checks.push_back(agreement("deterministic", same,
@@ -325,6 +329,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
                                           : "second call differs bitwise"));
     }
     if (a.stochastic_rounding) {
+      const auto t_sr = std::chrono::steady_clock::now();
       const auto z = oracle::stochastic_rounding_test(p, enc, out.weights.data());
       row.checks.push_back(agreement("sr.z_test", z.passed(), z.summary()));
       BackwardInputs c12;
@@ -347,6 +352,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << ", expected 0.22..0.28)";
       row.checks.push_back(agreement("c12.sr", z12.passed() && frac >= 0.22 && frac <= 0.28,
                                      os.str()));
+      times_.add("sr tests", seconds_since(t_sr));
     }
     finish_row(row);
   } catch (const std::exception& e) {

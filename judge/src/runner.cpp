@@ -174,10 +174,20 @@ struct DeviceCapture {
   std::vector<std::byte> output;    // [numel] elements of the output type, or empty
 };
 
-Check judge_output(const std::string& name, const ForwardProblem& p, const PoisonedOutput& out) {
+Check judge_output(const std::string& name, const ForwardProblem& p, const PoisonedOutput& out,
+                   SectionTimes& times) {
   Check c;
   c.name = name;
-  oracle::CheckReport report = oracle::check_forward(p, out.data());
+  const oracle::ForwardEnclosures enc =
+      times.time("enclosures", [&] { return oracle::compute_forward_enclosures(p); });
+  oracle::CheckReport report = times.time("judge", [&] {
+    const DType out_t = p.options.policy.output;
+    std::vector<double> values(static_cast<std::size_t>(enc.layout.numel));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < enc.layout.numel; ++i)
+      values[i] = load_as_double(out_t, out.data(), i);
+    return oracle::judge_forward(p, enc, values);
+  });
   c.passed = report.passed();
   c.detail = report.summary();
   c.report = std::move(report);
@@ -344,10 +354,10 @@ std::int64_t count_bad_indices(const Lookups& l, const std::vector<std::int64_t>
 
 void device_forward_valid(Backend& dev, const ForwardProblem& p, const ForwardStrategy& strategy,
                           std::int64_t expected_warnings, const std::string& prefix,
-                          RowResult& row, DeviceCapture& cap) {
+                          RowResult& row, DeviceCapture& cap, SectionTimes& times) {
   const OutputLayout layout = make_output_layout(p);
   PoisonedOutput out(p.options.policy.output, layout.numel);
-  cap.call = call_forward(dev, p, strategy, out.data());
+  cap.call = times.time("backend", [&] { return call_forward(dev, p, strategy, out.data()); });
   if (!cap.call->ok()) {
     row.checks.push_back(
         agreement(prefix + "forward", false, "unexpected error: " + cap.call->what));
@@ -364,20 +374,20 @@ void device_forward_valid(Backend& dev, const ForwardProblem& p, const ForwardSt
       prefix + "warnings", stats.warnings == expected_warnings,
       "expected " + std::to_string(expected_warnings) + ", got " + std::to_string(stats.warnings)));
   guarded(row.checks, prefix + "oracle",
-          [&] { row.checks.push_back(judge_output(prefix + "oracle", p, out)); });
+          [&] { row.checks.push_back(judge_output(prefix + "oracle", p, out, times)); });
 }
 
 void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fused, RowResult& row,
-                DeviceCapture& cap_primary, DeviceCapture& cap_malformed) {
+                DeviceCapture& cap_primary, DeviceCapture& cap_malformed, SectionTimes& times) {
   ForwardStrategy strategy;
   strategy.fused_bounds_check = fused;
   const ForwardProblem& p = prep.primary;
   const bool repairs = c.bounds == BoundsCheckMode::Warning || c.bounds == BoundsCheckMode::Ignore;
   if (repairs) {
     guarded(row.checks, "repair", [&] {
-      const RepairResult ref = tbe::repair(p);
+      const RepairResult ref = times.time("reference", [&] { return tbe::repair(p); });
       row.warnings_expected = ref.warnings;
-      const RepairResult got = dev.repair(p);
+      const RepairResult got = times.time("backend", [&] { return dev.repair(p); });
       std::string why;
       const bool same = same_repair(ref, got, &why);
       row.checks.push_back(agreement("repair", same,
@@ -387,20 +397,22 @@ void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fuse
     });
   }
   device_forward_valid(dev, p, strategy, row.warnings_expected,
-                       c.bounds == BoundsCheckMode::Fatal ? "valid." : "", row, cap_primary);
+                       c.bounds == BoundsCheckMode::Fatal ? "valid." : "", row, cap_primary, times);
   if (c.bounds != BoundsCheckMode::Fatal) return;
 
   // FATAL, malformed: both sides throw BoundsCheckError naming the same first offender.
   const ForwardProblem& bad = *prep.malformed;
   std::optional<BoundsViolation> expected;
-  guarded(row.checks, "malformed.reference", [&] { expected = find_first_violation(bad); });
+  guarded(row.checks, "malformed.reference",
+          [&] { expected = times.time("reference", [&] { return find_first_violation(bad); }); });
   if (!expected) {
     row.checks.push_back(agreement("malformed.reference", false,
                                    "the malformed copy has no violation (injection failed)"));
     return;
   }
   PoisonedOutput out(bad.options.policy.output, make_output_layout(bad).numel);
-  cap_malformed.call = call_forward(dev, bad, strategy, out.data());
+  cap_malformed.call =
+      times.time("backend", [&] { return call_forward(dev, bad, strategy, out.data()); });
   const ForwardCall& call = *cap_malformed.call;
   std::string got;
   bool ok = false;
@@ -450,7 +462,7 @@ std::vector<oracle::EmulationOptions> emulations_for(const CaseAxes& c, std::uin
 
 void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
               const Lookups* malformed, const std::vector<std::int64_t>& rows_of_feature,
-              std::uint64_t seed, RowResult& row) {
+              std::uint64_t seed, RowResult& row, SectionTimes& times) {
   const ForwardProblem& p = prep.primary;
   const OutputLayout layout = make_output_layout(p);
   const bool repairs = c.bounds == BoundsCheckMode::Warning || c.bounds == BoundsCheckMode::Ignore;
@@ -493,7 +505,9 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
 
   // The enclosures, computed once, judge every CPU output of this case.
   std::optional<oracle::ForwardEnclosures> enc;
-  guarded(row.checks, "oracle.enclosures", [&] { enc = oracle::compute_forward_enclosures(p); });
+  guarded(row.checks, "oracle.enclosures", [&] {
+    enc = times.time("enclosures", [&] { return oracle::compute_forward_enclosures(p); });
+  });
   auto judge = [&](const std::string& name, std::span<const double> values) {
     Check check;
     check.name = name;
@@ -508,7 +522,8 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
   // equal the repair's.
   guarded(row.checks, "oracle.reference", [&] {
     PoisonedOutput out(p.options.policy.output, layout.numel);
-    const ForwardStats stats = forward_reference(p, out.data());
+    const ForwardStats stats =
+        times.time("reference", [&] { return forward_reference(p, out.data()); });
     add_paths(row, stats.paths);
     row.warnings_got = stats.warnings;
     row.checks.push_back(agreement("warnings", stats.warnings == row.warnings_expected,
@@ -532,7 +547,9 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
     for (const oracle::EmulationOptions& eo : emulations_for(c, seed)) {
       const std::string name = "oracle.emulate[" + oracle::to_string(eo.order) + "]";
       guarded(row.checks, name, [&] {
-        Check check = judge(name, oracle::emulate_forward(p, eo));
+        const std::vector<double> emulated =
+            times.time("emulations", [&] { return oracle::emulate_forward(p, eo); });
+        Check check = times.time("judge", [&] { return judge(name, emulated); });
         check.detail = oracle::to_string(eo) + ": " + check.detail;
         row.checks.push_back(std::move(check));
       });
@@ -615,7 +632,9 @@ CaseResult Runner::run(const CaseAxes& c) {
       im.rows_of_feature.push_back(im.base->rows[t]);
     im.max_rows = *std::max_element(im.base->rows.begin(), im.base->rows.end());
     generation_seconds_ += seconds_since(g0);
+    times_.add("generation", seconds_since(g0));
   }
+  const auto l0 = std::chrono::steady_clock::now();
   const std::int64_t T = im.base->num_features();
   const std::int64_t B = im.full.batch_size;
 
@@ -665,13 +684,14 @@ CaseResult Runner::run(const CaseAxes& c) {
   }
   const bool fused = ((stable_hash(result.label) >> 8) & 1) == 0;
   result.input.fused_bounds_check = fused;
+  times_.add("lookups", seconds_since(l0));
 
   RowResult device;
   device.target = Target::Device;
   DeviceCapture cap_primary, cap_malformed;
   if (cfg_.device) {
     const auto r0 = std::chrono::steady_clock::now();
-    device_row(*cfg_.device, c, prep, fused, device, cap_primary, cap_malformed);
+    device_row(*cfg_.device, c, prep, fused, device, cap_primary, cap_malformed, times_);
     finish_row(device);
     device.seconds = seconds_since(r0);
   } else {
@@ -685,7 +705,7 @@ CaseResult Runner::run(const CaseAxes& c) {
     self.target = Target::SelfCheck;
     const auto r0 = std::chrono::steady_clock::now();
     self_row(c, prep, primary.l, malformed ? &malformed->l : nullptr, im.rows_of_feature, cfg_.seed,
-             self);
+             self, times_);
     finish_row(self);
     self.seconds = seconds_since(r0);
     result.rows.push_back(std::move(self));

@@ -19,6 +19,7 @@
 #include "tbe/backend.h"
 #include "tbe/backward.h"
 #include "tbe/judge/row.h"
+#include "tbe/judge/section_times.h"
 #include "tbe/workloads.h"
 
 namespace tbe::judge {
@@ -89,9 +90,13 @@ class BackwardRunner {
   explicit BackwardRunner(BackwardRunnerConfig cfg);
   BackwardRowResult run(const BackwardRowAxes& a, std::size_t row_index);
   const BackwardRunnerConfig& config() const { return cfg_; }
+  /// Seconds of the rows run so far by section: generation, reference, enclosures, backend (the
+  /// calls of the backend under test, transfers included), judge, sr tests.
+  const SectionTimes& section_times() const { return times_; }
 
  private:
   BackwardRunnerConfig cfg_;
+  SectionTimes times_;
 };
 
 /// Device paths the rows must exercise together ("a path never exercised is a failure"):
