@@ -151,9 +151,16 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec) {
 
   auto run_all = [&](const auto& p, std::int64_t numel, auto&& call_on, auto&& judge) {
     if (cfg.device) {
+      std::vector<std::string> device_paths;  // IkboBackend::last_paths of its successful calls
       res.rows.push_back(run_target(Target::Device, cfg.device->name(), p, spec.storage, numel,
-                                    [&](const auto& q, void* o) { call_on(*cfg.device, q, o); },
+                                    [&](const auto& q, void* o) {
+                                      call_on(*cfg.device, q, o);
+                                      const auto paths = cfg.device->last_paths();
+                                      device_paths.insert(device_paths.end(), paths.begin(),
+                                                          paths.end());
+                                    },
                                     judge));
+      add_paths(res.rows.back(), device_paths);
     } else {
       res.rows.push_back(skipped);
       res.rows.push_back(run_target(Target::SelfCheck, reference->name(), p, spec.storage, numel,

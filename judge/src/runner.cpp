@@ -16,6 +16,7 @@
 #include "tbe/forward.h"
 #include "tbe/io/case_file.h"
 #include "tbe/judge/forward_call.h"
+#include "tbe/judge/matrix_workload.h"
 #include "tbe/judge/poisoned_output.h"
 #include "tbe/oracle/policy_emulation.h"
 
@@ -39,25 +40,33 @@ struct Lookups {
   std::int64_t batch_size = 0;          // B (non-VBE)
   std::vector<std::int32_t> vbe_sizes;  // [T·R] feature-major, or empty
   std::int32_t ranks = 0;
+  std::vector<std::int32_t> feature_table_map;  // [T] of these lookups' features
+  std::vector<std::int64_t> rows_of_feature;    // [T] E_t of each feature's table
   std::int64_t num_bags() const { return static_cast<std::int64_t>(offsets.size()) - 1; }
+  std::int64_t num_features() const { return static_cast<std::int64_t>(feature_table_map.size()); }
 };
 
-// Keeps the first counts[f] bags of each feature of a non-VBE source with B bags per feature;
-// the kept bags of a feature stay consecutive and feature-major. counts[f] <= B.
-Lookups take_leading_bags(const Lookups& src, std::int64_t T, std::int64_t B,
+// Keeps the first counts[j] bags of feature features[j] of a non-VBE source with B bags per
+// feature, in the order of `features`; the kept bags of a feature stay consecutive and
+// feature-major. counts[j] <= B.
+Lookups take_leading_bags(const Lookups& src, std::int64_t B,
+                          const std::vector<std::int32_t>& features,
                           const std::vector<std::int64_t>& counts) {
   Lookups out;
   std::int64_t total_bags = 0, total_lookups = 0;
-  for (std::int64_t f = 0; f < T; ++f) {
-    total_bags += counts[f];
-    total_lookups += src.offsets[f * B + counts[f]] - src.offsets[f * B];
+  for (std::size_t j = 0; j < features.size(); ++j) {
+    const std::int64_t f = features[j];
+    total_bags += counts[j];
+    total_lookups += src.offsets[f * B + counts[j]] - src.offsets[f * B];
+    out.feature_table_map.push_back(src.feature_table_map[f]);
+    out.rows_of_feature.push_back(src.rows_of_feature[f]);
   }
   out.indices.reserve(static_cast<std::size_t>(total_lookups));
   out.weights.reserve(static_cast<std::size_t>(total_lookups));
   out.offsets.reserve(static_cast<std::size_t>(total_bags + 1));
   out.offsets.push_back(0);
-  for (std::int64_t f = 0; f < T; ++f) {
-    const std::int64_t first = f * B, n = counts[f];
+  for (std::size_t j = 0; j < features.size(); ++j) {
+    const std::int64_t first = features[j] * B, n = counts[j];
     const std::int64_t s = src.offsets[first];
     const std::int64_t e = src.offsets[first + n];
     const std::int64_t rebase = static_cast<std::int64_t>(out.indices.size()) - s;
@@ -88,7 +97,9 @@ Lookups derive_vbe(const Lookups& src, std::int64_t T, std::int64_t B, std::uint
       counts[f] += n;
     }
   }
-  Lookups out = take_leading_bags(src, T, B, counts);
+  std::vector<std::int32_t> all(static_cast<std::size_t>(T));
+  for (std::int64_t f = 0; f < T; ++f) all[f] = static_cast<std::int32_t>(f);
+  Lookups out = take_leading_bags(src, B, all, counts);
   out.batch_size = 0;
   out.vbe_sizes = std::move(sizes);
   out.ranks = R;
@@ -242,7 +253,7 @@ struct Runner::Impl {
   DType base_dtype = DType::F32;
   Lookups full;  // base lookups, non-VBE, B samples per feature
   std::map<std::pair<bool, bool>, Lookups> variants;  // (sequence slice, vbe) -> lookups
-  std::vector<std::int64_t> rows_of_feature;          // E_t of each feature's table
+  std::vector<std::int32_t> sequence_features;        // features of the pooling=none variant
   std::int64_t max_rows = 0;
 };
 
@@ -615,6 +626,15 @@ CaseResult Runner::run(const CaseAxes& c) {
     im.base.reset();
     im.variants.clear();
     WorkloadSpec spec = spec_;
+    if (cfg_.custom_spec) {
+      im.sequence_features.clear();  // a custom spec's features share one D
+      for (std::int32_t f = 0; f < static_cast<std::int32_t>(spec.T); ++f)
+        im.sequence_features.push_back(f);
+    } else {
+      MatrixBase mb = matrix_base(spec_, c.precision.weights);
+      spec = std::move(mb.spec);
+      im.sequence_features = std::move(mb.sequence_features);
+    }
     spec.options.policy = make_policy(PolicyKind::SeedDefault, c.precision.weights, DType::F32);
     im.base = generate(spec);
     im.base_dtype = c.precision.weights;
@@ -627,15 +647,14 @@ CaseResult Runner::run(const CaseAxes& c) {
     im.base->indices.clear();
     im.base->offsets.clear();
     im.base->per_sample_weights.clear();
-    im.rows_of_feature.clear();
+    im.full.feature_table_map = im.base->feature_table_map;
     for (std::int32_t t : im.base->feature_table_map)
-      im.rows_of_feature.push_back(im.base->rows[t]);
+      im.full.rows_of_feature.push_back(im.base->rows[t]);
     im.max_rows = *std::max_element(im.base->rows.begin(), im.base->rows.end());
     generation_seconds_ += seconds_since(g0);
     times_.add("generation", seconds_since(g0));
   }
   const auto l0 = std::chrono::steady_clock::now();
-  const std::int64_t T = im.base->num_features();
   const std::int64_t B = im.full.batch_size;
 
   // Variant: sequence slice (pooling none) and/or VBE, cached per base.
@@ -643,12 +662,12 @@ CaseResult Runner::run(const CaseAxes& c) {
   const auto key = std::make_pair(sequence, c.vbe);
   if (!im.variants.count(key)) {
     const std::int64_t samples = sequence ? sequence_samples() : B;
-    Lookups v = samples == B ? im.full
-                             : take_leading_bags(
-                                   im.full, T, B,
-                                   std::vector<std::int64_t>(static_cast<std::size_t>(T), samples));
+    Lookups v = !sequence ? im.full
+                          : take_leading_bags(im.full, B, im.sequence_features,
+                                              std::vector<std::int64_t>(
+                                                  im.sequence_features.size(), samples));
     v.batch_size = samples;
-    if (c.vbe) v = derive_vbe(v, T, samples, cfg_.seed);
+    if (c.vbe) v = derive_vbe(v, v.num_features(), samples, cfg_.seed);
     im.variants.emplace(key, std::move(v));
   }
   const Lookups& variant = im.variants.at(key);
@@ -673,6 +692,7 @@ CaseResult Runner::run(const CaseAxes& c) {
   ForwardProblem tables = im.base->view();
   Prepared prep;
   prep.primary.tables = tables.tables;
+  prep.primary.tables.feature_table_map = primary.l.feature_table_map;  // the variant's features
   prep.primary.lookups = primary.view();
   prep.primary.options.pooling = c.pooling;
   prep.primary.options.bounds_check = c.bounds;
@@ -704,8 +724,8 @@ CaseResult Runner::run(const CaseAxes& c) {
     RowResult self;
     self.target = Target::SelfCheck;
     const auto r0 = std::chrono::steady_clock::now();
-    self_row(c, prep, primary.l, malformed ? &malformed->l : nullptr, im.rows_of_feature, cfg_.seed,
-             self, times_);
+    self_row(c, prep, primary.l, malformed ? &malformed->l : nullptr, primary.l.rows_of_feature,
+             cfg_.seed, self, times_);
     finish_row(self);
     self.seconds = seconds_since(r0);
     result.rows.push_back(std::move(self));

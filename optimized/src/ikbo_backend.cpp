@@ -3,6 +3,7 @@
 #include "tbe/cuda/ikbo_backend.h"
 
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -28,6 +29,7 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
   std::string name() const override { return name_; }
 
   void lce(const ikbo::LceProblem& p, void* out) override {
+    paths_.clear();
     // before any upload: problem, host map, CUDA limits (then LceOp checks nothing again)
     throw_if_error(LceOp::can_implement(p, p.cand_to_user));
     const std::size_t es = dtype_size(p.policy.storage);
@@ -51,16 +53,20 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     op.finish();  // throws before anything is downloaded
     if (out_bytes > 0)
       cuda_check(cudaMemcpy(out, d_out.get(), out_bytes, cudaMemcpyDeviceToHost), "download lce");
+    paths_ = op.paths();
   }
 
   void attention(const ikbo::AttentionProblem& p, void* out) override {
+    paths_.clear();  // the CPU reference has no path counters
     attention_->attention(p, out);
   }
+  std::vector<std::string> last_paths() const override { return paths_; }
 
  private:
   LceStage stage_;
   std::unique_ptr<ikbo::IkboBackend> attention_;
   std::string name_;
+  std::vector<std::string> paths_;  // of the last successful call
 };
 
 }  // namespace

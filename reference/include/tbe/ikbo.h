@@ -137,6 +137,10 @@ class IkboBackend {
   virtual std::string name() const = 0;
   virtual void lce(const LceProblem& p, void* out) = 0;
   virtual void attention(const AttentionProblem& p, void* out) = 0;
+  /// Kernel paths the last successful lce() / attention() call exercised (e.g. "lce.padded-k",
+  /// "lce.gather-add"); empty after a call that threw, and for a backend without path counters
+  /// (the reference).
+  virtual std::vector<std::string> last_paths() const { return {}; }
 };
 
 /// The CPU reference backend: lce_reference and attention_reference (OpenMP over candidates).

@@ -100,10 +100,8 @@ class BackwardRunner {
 };
 
 /// Device paths the rows must exercise together ("a path never exercised is a failure"):
-/// bwd.short, bwd.long.chunked, bwd.long.fused, bwd.sr, bwd.psw_grad, bwd.group.warp,
-/// bwd.group.block, bwd.nondeterministic. Returns the ones no device row reported (empty when no
-/// device ran). (bwd.hoisted and bwd.sort.key64 are not reachable through Backend: the GPU tests
-/// cover them.)
+/// required_paths(PathFamily::Backward) (tbe/judge/path_coverage.h). Returns the ones no device
+/// row reported (empty when no device ran or the design did not run whole).
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows);
 
 /// Table of rows (verdict, worst element, route counters, paths), failures with details and a
