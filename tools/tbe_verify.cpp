@@ -27,9 +27,12 @@
 #include "tbe/judge/backward_rows.h"
 #include "tbe/judge/case_commands.h"
 #include "tbe/judge/ikbo_rows.h"
+#include "tbe/judge/large_table.h"
 #include "tbe/judge/matrix.h"
+#include "tbe/judge/path_coverage.h"
 #include "tbe/judge/report.h"
 #include "tbe/judge/runner.h"
+#include "tbe/judge/section_times.h"
 
 namespace {
 
@@ -280,6 +283,7 @@ int run(const VerifyArgs& args) {
 
   // Backward + exact optimizer rows (tbe/judge/backward_rows.h): their own table and count line.
   std::vector<BackwardRowResult> backward;
+  SectionTimes backward_sections;
   if (args.rows.backward) {
     BackwardRunnerConfig bcfg;
     // Without a GPU the CPU fallback and the oracle run every row on the CPU: B is capped at
@@ -304,6 +308,7 @@ int run(const VerifyArgs& args) {
       std::cerr << to_string(backward.back().row.verdict) << "\n";
     }
     seconds.backward = seconds_since(t_backward);
+    backward_sections = brunner.section_times();
     std::ostringstream wl, replay;
     wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << bcfg.batch
        << (bcfg.batch != batch ? " (capped without a GPU)" : "") << ", seed " << args.seed;
@@ -327,10 +332,74 @@ int run(const VerifyArgs& args) {
     std::cout << "\n";
     print_ikbo_rows(std::cout, ik.cfg, ikbo_rows);
   }
+  // --full: the large-table rows (E·D >= 2^31, int32 indices) when the device has the memory.
+  std::vector<LargeTableRow> large;
+  if (args.full && (args.rows.forward || args.rows.backward)) {
+    LargeTableConfig lcfg;
+    lcfg.device = info.device_is_cpu ? nullptr : device.get();
+    lcfg.skip_reason = info.device_is_cpu ? "--backend cpu (a device row)" : cfg.skip_reason;
+    lcfg.device_free_bytes = lcfg.device ? tbe::cuda_free_bytes() : 0;
+    lcfg.seed = args.seed;
+    std::cerr << "large table ... " << std::flush;
+    large = run_large_table_rows(lcfg);
+    std::cerr << "done\n";
+    std::cout << "\nLarge table (--full: one FP16 table, E=" << kLargeTableRows
+              << " D=" << kLargeTableDim << ", E*D >= 2^31, int32 indices):\n";
+    for (const LargeTableRow& r : large) {
+      std::cout << "  " << r.name << ": " << to_string(r.row.verdict);
+      if (!r.row.reason.empty()) std::cout << " (" << r.row.reason << ")";
+      std::cout << "\n";
+    }
+  }
+
+  // Path coverage: every reachable kernel path of each family that ran whole on the device.
+  std::vector<FamilyPaths> families;
+  if (args.rows.forward) {
+    FamilyPaths fp;
+    fp.family = PathFamily::Forward;
+    fp.checked = info.device_present && !info.device_is_cpu && args.only.empty();
+    fp.why_not = !info.device_present ? "no GPU"
+                 : info.device_is_cpu ? "--backend cpu"
+                                      : "--only filters the matrix";
+    for (const CaseResult& r : results)
+      for (const RowResult& row : r.rows)
+        if (row.target == Target::Device && row.verdict != Verdict::Skipped)
+          fp.exercised.insert(row.paths.begin(), row.paths.end());
+    families.push_back(std::move(fp));
+  }
+  if (args.rows.backward) {
+    FamilyPaths fp;
+    fp.family = PathFamily::Backward;
+    fp.checked = info.device_present && !info.device_is_cpu && args.backward_row == 0;
+    fp.why_not = !info.device_present ? "no GPU"
+                 : info.device_is_cpu ? "--backend cpu"
+                                      : "--backward-row runs one row";
+    for (const BackwardRowResult& r : backward)
+      if (r.row.target == Target::Device && r.row.verdict != Verdict::Skipped)
+        fp.exercised.insert(r.row.paths.begin(), r.row.paths.end());
+    families.push_back(std::move(fp));
+  }
+  if (args.rows.ikbo) {
+    FamilyPaths fp;
+    fp.family = PathFamily::Ikbo;
+    fp.checked = ik.cfg.device != nullptr && ik.cfg.device->name() != "cpu-reference";
+    fp.why_not = ik.cfg.device ? "--backend cpu" : ik.cfg.skip_reason;
+    for (const IkboRowResult& r : ikbo_rows)
+      for (const RowResult& row : r.rows)
+        if (row.target == Target::Device && row.verdict != Verdict::Skipped)
+          fp.exercised.insert(row.paths.begin(), row.paths.end());
+    families.push_back(std::move(fp));
+  }
+  const RowResult coverage = path_coverage_row(families);
+  std::cout << "\n";
+  print_path_coverage(std::cout, coverage);
+
   seconds.total = seconds_since(t0);
   info.seconds_total = seconds.total;
   std::cout << "\n";
   print_times(std::cout, args.rows, seconds);
+  if (args.rows.forward) std::cout << "  forward: " << runner.section_times().text() << "\n";
+  if (args.rows.backward) std::cout << "  backward: " << backward_sections.text() << "\n";
 
   const Totals totals = count_rows(results);
   const BackwardTotals btotals = count_backward_rows(backward);
@@ -340,10 +409,24 @@ int run(const VerifyArgs& args) {
     if (args.rows.backward) j["backward"] = backward_to_json(backward);
     if (args.rows.ikbo) j["ikbo"] = ikbo_rows_json(ik.cfg, ikbo_rows);
     j["totals"] = totals_json(totals, btotals, itotals, seconds);
+    j["totals"]["forward"]["sections"] = runner.section_times().to_json();
+    j["totals"]["backward"]["sections"] = backward_sections.to_json();
+    j["path_coverage"] = path_coverage_json(coverage);
+    if (!large.empty()) {
+      nlohmann::json lj = nlohmann::json::array();
+      for (const LargeTableRow& r : large)
+        lj.push_back({{"name", r.name}, {"verdict", to_string(r.row.verdict)},
+                      {"reason", r.row.reason}, {"seconds", r.row.seconds}, {"paths", r.row.paths}});
+      j["large_table"] = lj;
+    }
     json_file << j.dump(2) << "\n";
     if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
   }
-  if (totals.failed != 0 || btotals.failed != 0 || itotals.failed != 0) return 1;
+  bool large_failed = false;
+  for (const LargeTableRow& r : large) large_failed = large_failed || r.row.verdict == Verdict::Failed;
+  if (totals.failed != 0 || btotals.failed != 0 || itotals.failed != 0 ||
+      coverage.verdict == Verdict::Failed || large_failed)
+    return 1;
   if (args.require_gpu &&
       (info.device_is_cpu || totals.device_passed + btotals.device_passed == 0)) {
     std::cerr << "tbe-verify: --require-gpu: no GPU row was verified ("

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <ostream>
 #include <set>
@@ -14,6 +15,7 @@
 #include "tbe/host_case.h"
 #include "tbe/io/backward_case_file.h"
 #include "tbe/judge/case_commands.h"
+#include "tbe/judge/path_coverage.h"
 #include "tbe/judge/runner.h"
 #include "tbe/oracle/backward_oracle.h"
 
@@ -41,6 +43,29 @@ std::int64_t total_rows(const ForwardCase& fc) {
   std::int64_t n = 0;
   for (std::int64_t e : fc.rows) n += e;
   return n;
+}
+
+// Segment lengths laid out in the last feature's table, rows 0..9 (docs/backward.md "Routing"):
+// SL 255 / 256 / 257 around the default long-run threshold, 511..513 and 767..769 around the
+// chunk boundaries of 256, and one run of 4097 (17 chunks: many arrivals at the fused route's
+// fence). The feature's other lookups cycle over rows 10, 11, ... A slice too small for all of
+// them keeps the first ones that fit.
+constexpr std::int64_t kEdgeLengths[] = {255, 256, 257, 511, 512, 513, 767, 768, 769, 4097};
+
+void lay_segment_length_edges(ForwardCase& c) {
+  const std::int64_t T = c.num_features();
+  std::int64_t first_bag = (T - 1) * c.batch_size;
+  if (c.vbe_ranks > 0) {
+    first_bag = 0;
+    for (std::int64_t i = 0; i < (T - 1) * c.vbe_ranks; ++i) first_bag += c.vbe_batch_sizes[i];
+  }
+  const std::int64_t K = static_cast<std::int64_t>(std::size(kEdgeLengths));
+  const std::int64_t E = c.rows[c.feature_table_map[T - 1]];
+  std::int64_t q = c.offsets[first_bag];
+  const std::int64_t end = c.offsets.back();
+  for (std::int64_t k = 0; k < K; ++k)
+    for (std::int64_t j = 0; j < kEdgeLengths[k] && q < end; ++j) c.indices[q++] = k;
+  for (std::int64_t i = 0; q < end; ++q, ++i) c.indices[q] = K + i % (E - K);
 }
 
 // Builds the row's problem from the seed-large slice.
@@ -71,6 +96,7 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
       a.policy, a.weights, out,
       a.stochastic_rounding ? RoundingMode::Stochastic : RoundingMode::Nearest);
   in.fc = generate(spec);
+  lay_segment_length_edges(in.fc);
   ForwardProblem fp = in.fc.view();
 
   const OutputLayout layout = make_output_layout(fp);
@@ -339,9 +365,11 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   c12_call.out = &out12;
   std::string implementation;
   try {
-    build_inputs(in, cfg_, a, row_seed);
+    times_.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
     const BackwardProblem& p = in.problem;
-    const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
+    BackwardReference fp64 = times_.time("reference", [&] { return backward_reference_fp64(p); });
+    const oracle::BackwardEnclosures enc = times_.time(
+        "enclosures", [&] { return oracle::compute_backward_enclosures(p, std::move(fp64)); });
     const BackwardReference& ref = enc.reference;
     for (std::int64_t sl : ref.transpose.run_lengths)
       res.max_segment_length = std::max(res.max_segment_length, sl);
@@ -357,9 +385,11 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     implementation = dev.name();
     main_call.strategy = c12_call.strategy = strategy;
     out = fresh_outputs(in);
-    res.stats = main_call.run(dev);
+    res.stats = times_.time("backend", [&] { return main_call.run(dev); });
     row.paths = res.stats.paths;
-    add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
+    times_.time("judge", [&] {
+      add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
+    });
 
     // Counters: the intended route ran, and the paths together covered every run and lookup.
     const BackwardPathCounters& c = res.stats.counters;
@@ -385,7 +415,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     }
     if (a.deterministic) {
       BackwardResultBuffers again = fresh_outputs(in);
-      dev.backward(p, again.outputs(), strategy);
+      times_.time("backend", [&] { dev.backward(p, again.outputs(), strategy); });
       const bool same = again.weights == out.weights && again.momentum == out.momentum &&
                         again.psw_grad == out.psw_grad;
       row.checks.push_back(agreement("deterministic", same,
@@ -393,6 +423,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
                                           : "second call differs bitwise"));
     }
     if (a.stochastic_rounding) {
+      const auto t_sr = std::chrono::steady_clock::now();
       const auto z = oracle::stochastic_rounding_test(p, enc, out.weights.data());
       row.checks.push_back(agreement("sr.z_test", z.passed(), z.summary()));
       build_c12(c12, a.weights, row_seed);
@@ -414,6 +445,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << ", expected 0.22..0.28)";
       row.checks.push_back(agreement("c12.sr", z12.passed() && frac >= 0.22 && frac <= 0.28,
                                      os.str()));
+      times_.add("sr tests", seconds_since(t_sr));
     }
     finish_row(row);
   } catch (const std::exception& e) {
@@ -459,9 +491,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
 }
 
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows) {
-  const char* required[] = {"bwd.short",    "bwd.long.chunked", "bwd.long.fused",      "bwd.sr",
-                            "bwd.psw_grad", "bwd.group.warp",   "bwd.group.block",
-                            "bwd.nondeterministic"};
+  const std::vector<std::string>& required = required_paths(PathFamily::Backward);
   std::set<std::string> seen;
   bool any_device = false;
   for (const BackwardRowResult& r : rows) {
@@ -472,7 +502,7 @@ std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowRes
   std::vector<std::string> missing;
   // The requirement is on the whole design (a replayed single row exercises one route).
   if (!any_device || rows.size() != enumerate_backward_rows().size()) return missing;
-  for (const char* p : required)
+  for (const std::string& p : required)
     if (!seen.count(p)) missing.push_back(p);
   return missing;
 }

@@ -166,14 +166,16 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
   auto run_all = [&](const auto& p, std::int64_t numel, auto&& call_on, auto&& judge) {
     if (cfg.device) {
       implementation = cfg.device->name();
-      std::vector<std::string> paths;  // the kernels of the judged call (the bad-map call throws)
+      std::vector<std::string> device_paths;  // IkboBackend::last_paths of its successful calls
       res.rows.push_back(run_target(Target::Device, cfg.device->name(), p, spec.storage, numel,
                                     [&](const auto& q, void* o) {
                                       call_on(*cfg.device, q, o);
-                                      paths = cfg.device->last_paths();
+                                      const auto paths = cfg.device->last_paths();
+                                      device_paths.insert(device_paths.end(), paths.begin(),
+                                                          paths.end());
                                     },
                                     judge, captured));
-      add_paths(res.rows.back(), paths);
+      add_paths(res.rows.back(), device_paths);
     } else {
       implementation = reference->name();
       res.rows.push_back(skipped);

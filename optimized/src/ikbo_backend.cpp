@@ -30,6 +30,7 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
   std::vector<std::string> last_paths() const override { return paths_; }
 
   void lce(const ikbo::LceProblem& p, void* out) override {
+    paths_.clear();
     // before any upload: problem, host map, CUDA limits (then LceOp checks nothing again)
     throw_if_error(LceOp::can_implement(p, p.cand_to_user));
     const std::size_t es = dtype_size(p.policy.storage);
@@ -47,7 +48,6 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     dp.e_u = p.e_u != nullptr ? dev(e_u) : nullptr;
     dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
     LceOp op(dp, kValidated, stage_);
-    paths_.clear();
     const std::size_t out_bytes = static_cast<std::size_t>(p.B * p.M * p.N) * es;
     DeviceBuffer d_out(out_bytes), ws(op.workspace_bytes());
     op.run(d_out.get(), ws.get(), nullptr);
@@ -58,13 +58,13 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
   }
 
   void attention(const ikbo::AttentionProblem& p, void* out) override {
+    paths_.clear();
     // before any upload: problem, host map, CUDA limits (then AttentionOp checks nothing again)
     throw_if_error(AttentionOp::can_implement(p, p.cand_to_user, attention_tuning_));
     const std::int64_t n = ikbo::attention_output_numel(p);
     if (n > 0 && out == nullptr)
       throw InvalidArgument("out", "out: null pointer for B·n_seed·H·Dh = " + std::to_string(n) +
                                        " elements");
-    paths_.clear();
     const std::size_t es = dtype_size(p.policy.storage);
     const std::size_t kv_bytes = static_cast<std::size_t>(p.total_keys() * p.H * p.Dh) * es;
     DeviceBuffer q(p.q, static_cast<std::size_t>(n) * es);

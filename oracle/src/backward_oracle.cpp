@@ -3,12 +3,14 @@
 #include "tbe/oracle/backward_oracle.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "float_model.h"
 #include "tbe/backward_case.h"
@@ -72,15 +74,15 @@ Exact sqrt_exact(double a) {
 /// between s and its FP64 neighbour on e's side, so RD_t(x) = RD_t(nextdown(s)) when e < 0.
 double rd(DType t, const Exact& x) {
   double s = x.s;
-  if (!x.known || x.e < 0) s = std::nextafter(s, -kInf);
+  if (!x.known || x.e < 0) s = detail::next_down64(s);
   if (std::isnan(s)) return -kInf;
-  return round_down_to(t, s);
+  return detail::round_down(t, s);
 }
 double ru(DType t, const Exact& x) {
   double s = x.s;
-  if (!x.known || x.e > 0) s = std::nextafter(s, kInf);
+  if (!x.known || x.e > 0) s = detail::next_up64(s);
   if (std::isnan(s)) return kInf;
-  return round_up_to(t, s);
+  return detail::round_up(t, s);
 }
 
 /// Interval arithmetic with one rounding to `t` per operation (every value of an interval is a
@@ -100,11 +102,18 @@ struct IvArith {
   Enclosure sub(Enclosure a, Enclosure b) {
     return check({rd(t, add_exact(a.lo, -b.hi)), ru(t, add_exact(a.hi, -b.lo))});
   }
+  /// A point operand (lo and hi the same bits) has one corner, not two: the same products,
+  /// half the roundings.
   Enclosure mul(Enclosure a, Enclosure b) {
     double lo = kInf, hi = -kInf;
-    for (double x : {a.lo, a.hi})
-      for (double y : {b.lo, b.hi}) {
-        const Exact p = mul_exact(x, y);
+    auto corners = [](const Enclosure& e) {
+      return std::bit_cast<std::uint64_t>(e.lo) == std::bit_cast<std::uint64_t>(e.hi) ? 1 : 2;
+    };
+    const int na = corners(a), nb = corners(b);
+    const double xs[2] = {a.lo, a.hi}, ys[2] = {b.lo, b.hi};
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < nb; ++j) {
+        const Exact p = mul_exact(xs[i], ys[j]);
         lo = std::min(lo, rd(t, p));
         hi = std::max(hi, ru(t, p));
       }
@@ -172,9 +181,9 @@ struct IvArith {
       lo /= static_cast<double>(n);
       hi /= static_cast<double>(n);
     }
-    lo = std::max(0.0, std::nextafter(lo * (1 - slack) - eta, -kInf));
-    hi = std::nextafter(hi * (1 + slack) + eta, kInf);
-    return check({round_down_to(t, lo), round_up_to(t, hi)});
+    lo = std::max(0.0, detail::next_down64(lo * (1 - slack) - eta));
+    hi = detail::next_up64(hi * (1 + slack) + eta);
+    return check({detail::round_down(t, lo), detail::round_up(t, hi)});
   }
 };
 
@@ -226,7 +235,7 @@ Enclosure reduction_enclosure(const AccModel& m, double center, const TermStats&
   const double R = (g * A + eta + gamma_k(n + 2, kU64) * A + (n + 3) * kMinSub64) *
                    (1 + 4 * gamma_k(n + 10, kU64));
   if (!std::isfinite(R)) return unconstrained();
-  return {std::nextafter(center - R, -kInf), std::nextafter(center + R, kInf)};
+  return {detail::next_down64(center - R), detail::next_up64(center + R)};
 }
 
 bool is_pow2(double L) {
@@ -245,8 +254,13 @@ std::string fmt(const char* f, double v) {
 // ---- enclosures --------------------------------------------------------------------------------------
 
 BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p) {
+  return compute_backward_enclosures(p, backward_reference_fp64(p));  // validate + bounds check
+}
+
+BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p,
+                                               BackwardReference reference) {
   BackwardEnclosures enc;
-  enc.reference = backward_reference_fp64(p);  // validate + bounds check (same errors)
+  enc.reference = std::move(reference);
   const BackwardReference& ref = enc.reference;
   const Transpose& tr = ref.transpose;
   const ForwardProblem& fp = p.forward;
@@ -348,7 +362,7 @@ BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p) {
         enc.row_grad[c0 + d] = e;
         if (is_unconstrained(e)) run_bad = true;
         // The optimizer reads G in its own type: RN_opt(Ĝ) [doc §B.3].
-        G32[d] = {round_down_to(opt_t, e.lo), round_up_to(opt_t, e.hi)};
+        G32[d] = {detail::round_down(opt_t, e.lo), detail::round_up(opt_t, e.hi)};
       }
 
       // The optimizer in opt_t, one rounding per operation [doc §B.3].

@@ -58,6 +58,7 @@ class RoutingStandIn : public Backend {
         st.counters.short_lookups += sl;
       }
     }
+    st.paths.push_back("bwd.sort.key32");
     if (st.counters.short_runs) st.paths.push_back("bwd.short");
     if (st.counters.chunked_runs) st.paths.push_back("bwd.long.chunked");
     if (st.counters.fused_runs) st.paths.push_back("bwd.long.fused");

@@ -14,8 +14,10 @@ using judge::parse_design;
 namespace {
 
 constexpr const char* kDescription =
-    "Runs the TBE forward verification matrix on the seed-large workload (T=32, E=100000, D=128,\n"
-    "L=20, zipf 1.15) scaled to B = 8192: the CUDA backend against the FP64 reference, judged by\n"
+    "Runs the TBE forward verification matrix on bases derived from seed-large (E=100000, L=20,\n"
+    "zipf 1.15, B = 8192): per weight type 12 features over 10 tables with D in {1, 3, 33, 127,\n"
+    "128, 264, 1000, 1025, 2047, 2048}, shared and permuted tables, mixed bag lengths\n"
+    "(docs/workloads.md): the CUDA backend against the FP64 reference, judged by\n"
     "the enclosure oracle, with warning counts and errors compared. With no GPU it says so, reports\n"
     "every GPU row as SKIPPED and runs the CPU self-checks (oracle vs reference and policy\n"
     "emulations, reference invariants) on the same workload instead. Then the backward rows and\n"

@@ -137,9 +137,10 @@ class IkboBackend {
   virtual std::string name() const = 0;
   virtual void lce(const LceProblem& p, void* out) = 0;
   virtual void attention(const AttentionProblem& p, void* out) = 0;
-  /// (added) The kernel paths of the last successful lce() / attention() call (e.g.
-  /// {"attention.mma-sync.dh128.kb64", ...}: what tbe-verify's rows report); empty for the
-  /// reference, which has one path.
+  /// Kernel paths the last successful lce() / attention() call exercised (e.g. "lce.padded-k",
+  /// "attention.mma-sync.dh128.kb64": what tbe-verify's rows report and its path-coverage row
+  /// requires); empty after a call that threw, and for a backend without path counters (the
+  /// reference).
   virtual std::vector<std::string> last_paths() const { return {}; }
 };
 

@@ -19,6 +19,7 @@
 #include "tbe/backend.h"
 #include "tbe/backward.h"
 #include "tbe/judge/row.h"
+#include "tbe/judge/section_times.h"
 #include "tbe/workloads.h"
 
 namespace tbe::judge {
@@ -99,17 +100,19 @@ class BackwardRunner {
   explicit BackwardRunner(BackwardRunnerConfig cfg);
   BackwardRowResult run(const BackwardRowAxes& a, std::size_t row_index);
   const BackwardRunnerConfig& config() const { return cfg_; }
+  /// Seconds of the rows run so far by section: generation, reference, enclosures, backend (the
+  /// calls of the backend under test, transfers included), judge, sr tests.
+  const SectionTimes& section_times() const { return times_; }
 
  private:
   BackwardRunnerConfig cfg_;
   std::int64_t saved_failures_ = 0;
+  SectionTimes times_;
 };
 
 /// Device paths the rows must exercise together ("a path never exercised is a failure"):
-/// bwd.short, bwd.long.chunked, bwd.long.fused, bwd.sr, bwd.psw_grad, bwd.group.warp,
-/// bwd.group.block, bwd.nondeterministic. Returns the ones no device row reported (empty when no
-/// device ran). (bwd.hoisted and bwd.sort.key64 are not reachable through Backend: the GPU tests
-/// cover them.)
+/// required_paths(PathFamily::Backward) (tbe/judge/path_coverage.h). Returns the ones no device
+/// row reported (empty when no device ran or the design did not run whole).
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows);
 
 /// Table of rows (verdict, worst element, route counters, paths), failures with details, a

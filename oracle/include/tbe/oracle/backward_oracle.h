@@ -29,6 +29,10 @@ struct BackwardEnclosures {
 
 /// Enclosures of p (same errors as backward_reference_fp64).
 BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p);
+/// The same from `reference` = backward_reference_fp64(p), computed by the caller (so a suite can
+/// time the reference apart, or reuse it); the result is identical.
+BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p,
+                                               BackwardReference reference);
 
 /// A backward result copied to the host: the whole weights buffer after the call ([Σ E_t·D_t] of
 /// the weights dtype), the whole momentum buffer (FP32 [Σ E_t]; nullptr for SGD) and the
