@@ -28,6 +28,12 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
   }
   std::string name() const override { return name_; }
   std::vector<std::string> last_paths() const override { return paths_; }
+  Status lce_limits(const ikbo::LceProblem& p) const override {
+    return LceOp::can_implement(p, p.cand_to_user);
+  }
+  Status attention_limits(const ikbo::AttentionProblem& p) const override {
+    return AttentionOp::can_implement(p, p.cand_to_user, attention_tuning_);
+  }
 
   void lce(const ikbo::LceProblem& p, void* out) override {
     paths_.clear();

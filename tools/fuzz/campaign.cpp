@@ -127,7 +127,9 @@ void count_ikbo(Coverage& cov, const IkboFuzzCase& c, const IkboJudgement& j) {
   add("storage", to_string(c.policy.storage));
   add("map", ikbo::to_string(c.map));
   add("bad map", to_string(c.bad));
-  add("outcome", j.expected_invalid ? "invalid_argument" : "output");
+  add("outcome", j.backend_limit      ? "backend_limit"
+                 : j.expected_invalid ? "invalid_argument"
+                                      : "output");
   if (!c.attention) {
     add("rounding", ikbo::to_string(c.policy.lce_rounding));
     add("B", c.lce.B <= 1 ? std::to_string(c.lce.B) : ">1");

@@ -45,9 +45,11 @@ std::int64_t clamp_numel(std::int64_t n) {
 }
 
 // Shared by both operators: the expected error, the call, canaries, the oracle.
+// `limits`: the backend's own limits (IkboBackend::lce_limits / attention_limits); a problem the
+// reference accepts but the backend documents as unsupported must raise exactly that error.
 template <class Problem, class Call, class Enclose, class Judge>
 IkboJudgement judge_call(const Problem& p, std::int64_t numel, Call call, Enclose enclose,
-                         Judge judge_values) {
+                         Judge judge_values, const Status& limits) {
   IkboJudgement j;
   Verdict& v = j.verdict;
   Status st = ikbo::validate(p);
@@ -55,6 +57,10 @@ IkboJudgement judge_call(const Problem& p, std::int64_t numel, Call call, Enclos
     st = ikbo::validate_map(std::span<const std::int32_t>(p.cand_to_user,
                                                           static_cast<std::size_t>(p.B)),
                             p.U);
+  if (st.ok() && !limits.ok()) {
+    st = limits;
+    j.backend_limit = true;
+  }
   // nullopt on success, else the error as text
   std::string argument;
   auto run = [&](judge::PoisonedOutput& out) -> std::optional<std::string> {
@@ -159,7 +165,8 @@ IkboFuzzCase generate_ikbo_case(std::uint64_t seed, std::uint64_t case_index, bo
     s.U = U;
     s.n_seed = pick<std::int64_t>(r, {1, 2, 4, 7, 64});
     s.H = in_range(r, 1, 3);
-    s.Dh = pick<std::int64_t>(r, {1, 3, 8, 16, 33, 64, 128});
+    // mostly what the CUDA kernel runs (Dh 64 / 128); the rest checks its documented limit
+    s.Dh = chance(r, 0.75) ? pick<std::int64_t>(r, {64, 128}) : pick<std::int64_t>(r, {1, 3, 8, 16, 33});
     s.S = edge_or(r, {1, 63, 64, 65, 128}, 1, 200);
     s.jagged = chance(r, 0.5);
     s.scale = chance(r, 0.7) ? 0.0 : pick<double>(r, {0.5, 2.0, 0.01});
@@ -220,7 +227,8 @@ IkboJudgement judge_lce_call(ikbo::IkboBackend& dev, const ikbo::LceProblem& p) 
       p, numel, [&](const ikbo::LceProblem& q, void* out) { dev.lce(q, out); },
       [](const ikbo::LceProblem& q) { return oracle::compute_lce_enclosures(q); },
       [](const ikbo::LceProblem& q, const oracle::IkboEnclosures& e,
-         const std::vector<double>& v) { return oracle::judge_lce(q, e, v); });
+         const std::vector<double>& v) { return oracle::judge_lce(q, e, v); },
+      dev.lce_limits(p));
 }
 
 IkboJudgement judge_attention_call(ikbo::IkboBackend& dev, const ikbo::AttentionProblem& p) {
@@ -229,7 +237,8 @@ IkboJudgement judge_attention_call(ikbo::IkboBackend& dev, const ikbo::Attention
       p, numel, [&](const ikbo::AttentionProblem& q, void* out) { dev.attention(q, out); },
       [](const ikbo::AttentionProblem& q) { return oracle::compute_attention_enclosures(q); },
       [](const ikbo::AttentionProblem& q, const oracle::IkboEnclosures& e,
-         const std::vector<double>& v) { return oracle::judge_attention(q, e, v); });
+         const std::vector<double>& v) { return oracle::judge_attention(q, e, v); },
+      dev.attention_limits(p));
 }
 
 IkboJudgement judge_ikbo_case(ikbo::IkboBackend& dev, const IkboFuzzCase& c) {

@@ -64,6 +64,7 @@ std::string describe(const IkboFuzzCase& c);
 struct IkboJudgement {
   Verdict verdict;
   bool expected_invalid = false;
+  bool backend_limit = false;  ///< valid for the reference, outside the backend's documented limits
   std::optional<std::vector<std::byte>> output;
   std::optional<std::string> error;
 };

@@ -142,6 +142,18 @@ class IkboBackend {
   /// requires); empty after a call that threw, and for a backend without path counters (the
   /// reference).
   virtual std::vector<std::string> last_paths() const { return {}; }
+  /// The backend's own limits beyond validate(p) / validate_map (e.g. the CUDA attention kernel:
+  /// Dh in {64, 128}, FP16/BF16 storage): the InvalidArgument status lce() / attention() raise,
+  /// before any work, for a problem the reference accepts; ok() when the backend runs it. The
+  /// reference has none. Lets a judge tell a documented limit from a disagreement.
+  virtual Status lce_limits(const LceProblem& p) const {
+    (void)p;
+    return Status::Ok();
+  }
+  virtual Status attention_limits(const AttentionProblem& p) const {
+    (void)p;
+    return Status::Ok();
+  }
 };
 
 /// The CPU reference backend: lce_reference and attention_reference (OpenMP over candidates).
