@@ -5,12 +5,15 @@
 # "forward") names the operators `tbe-verify check` judges; folders of other operators are counted
 # and listed as not judged here (python/tests/test_recorded_cases.py reads and judges them).
 # No case folders (not recorded yet): reports 0 cases and passes.
-# Usage: cmake -DTBE_VERIFY=<binary> -DCASES_DIR=<dir> [-DOPERATORS=forward]
+# REQUIRE_CASES=ON: fails unless at least one folder was judged and none was left out.
+# Usage: cmake -DTBE_VERIFY=<binary> -DCASES_DIR=<dir> [-DOPERATORS=forward,backward]
+#              [-DREQUIRE_CASES=ON]
 #              -P run_torch_cases.cmake
 cmake_minimum_required(VERSION 3.25)  # IN_LIST, string(JSON)
 if(NOT DEFINED OPERATORS)
   set(OPERATORS forward)
 endif()
+string(REPLACE "," ";" OPERATORS "${OPERATORS}")  # a comma list from add_test survives quoting
 file(GLOB entries LIST_DIRECTORIES true "${CASES_DIR}/*")
 list(SORT entries)
 set(count 0)
@@ -40,6 +43,10 @@ endforeach()
 list(LENGTH failed nfailed)
 message(STATUS "tbe-verify check: ${count} case(s) (${OPERATORS}) under ${CASES_DIR}, "
                "${nfailed} failed; ${skipped} folder(s) of other operators not judged here")
+if(REQUIRE_CASES AND (count EQUAL 0 OR skipped GREATER 0))
+  message(FATAL_ERROR "REQUIRE_CASES: ${count} case(s) judged and ${skipped} folder(s) left out "
+                      "under ${CASES_DIR}: every committed folder must be judged")
+endif()
 if(nfailed GREATER 0)
   string(REPLACE ";" "\n  " lines "${failed}")
   message(FATAL_ERROR "tbe-verify check failed on:\n  ${lines}")
