@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -300,4 +301,54 @@ TEST_CASE("campaign: cases are deterministic in the seed and independent of the 
   CHECK(describe(generate_backward_case(5, 9)) == describe(generate_backward_case(5, 9)));
   CHECK(describe(generate_ikbo_case(5, 9, false)) == describe(generate_ikbo_case(5, 9, false)));
   CHECK(describe(generate_backward_case(5, 9)) != describe(generate_backward_case(6, 9)));
+}
+
+namespace {
+
+/// The reference, except that attention claims the CUDA kernel's limit (Dh 64 / 128 only) and,
+/// when `honest`, raises it; a dishonest one claims the limit but computes anyway.
+class LimitedIkbo final : public ikbo::IkboBackend {
+ public:
+  explicit LimitedIkbo(bool honest) : honest_(honest) {}
+  std::string name() const override { return "cpu-reference-limited"; }
+  void lce(const ikbo::LceProblem& p, void* out) override { inner_->lce(p, out); }
+  void attention(const ikbo::AttentionProblem& p, void* out) override {
+    // the CUDA backend's order (AttentionOp::can_implement): problem, map, then its own limits
+    throw_if_error(ikbo::validate(p));
+    throw_if_error(ikbo::validate_map(
+        std::span<const std::int32_t>(p.cand_to_user, static_cast<std::size_t>(p.B)), p.U));
+    if (honest_) throw_if_error(attention_limits(p));
+    inner_->attention(p, out);
+  }
+  Status attention_limits(const ikbo::AttentionProblem& p) const override {
+    if (p.Dh == 64 || p.Dh == 128) return Status::Ok();
+    return Status::Invalid("attention.Dh", "attention.Dh: " + std::to_string(p.Dh) + " not 64/128");
+  }
+
+ private:
+  bool honest_;
+  std::unique_ptr<ikbo::IkboBackend> inner_ = ikbo::make_reference_ikbo_backend();
+};
+
+}  // namespace
+
+TEST_CASE("ikbo: a backend's documented limit is expected, not a failure; a limit it does not "
+          "raise is",
+          "[fuzz][ikbo]") {
+  LimitedIkbo honest(true), dishonest(false);
+  int limited = 0, run = 0;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    const IkboFuzzCase c = generate_ikbo_case(1, i, true);
+    const IkboJudgement j = judge_ikbo_case(honest, c);
+    INFO(describe(c) << ": " << j.verdict.check << " " << j.verdict.detail);
+    CHECK_FALSE(j.verdict.failed);
+    if (j.backend_limit) {
+      ++limited;
+      CHECK(judge_ikbo_case(dishonest, c).verdict.failed);
+    } else if (!j.expected_invalid) {
+      ++run;
+    }
+  }
+  CHECK(limited > 0);  // the generator still draws unsupported Dh
+  CHECK(run > limited);  // and mostly what the CUDA kernel runs
 }

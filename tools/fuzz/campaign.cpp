@@ -194,6 +194,10 @@ class LockedIkbo final : public ikbo::IkboBackend {
     const DeviceTimer timer;
     inner_.attention(p, out);
   }
+  Status lce_limits(const ikbo::LceProblem& p) const override { return inner_.lce_limits(p); }
+  Status attention_limits(const ikbo::AttentionProblem& p) const override {
+    return inner_.attention_limits(p);
+  }
 
  private:
   ikbo::IkboBackend& inner_;
