@@ -68,6 +68,22 @@ void lay_segment_length_edges(ForwardCase& c) {
   for (std::int64_t i = 0; q < end; ++q, ++i) c.indices[q] = K + i % (E - K);
 }
 
+// set(i, u) for i in [0, n), u the (i+1)-th uniform() of stream (seed, key): fixed chunks, each
+// starting its stream at its first element (Rng::advance), so the values are those of a serial
+// loop for any thread count.
+template <class Set>
+void fill_uniform(std::uint64_t seed, std::uint64_t key, std::int64_t n, Set&& set) {
+  constexpr std::int64_t kChunk = 1 << 16;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    Rng g(seed, key);
+    g.advance(static_cast<std::uint64_t>(c * kChunk));
+    const std::int64_t end = std::min(n, (c + 1) * kChunk);
+    for (std::int64_t i = c * kChunk; i < end; ++i) set(i, g.uniform());
+  }
+}
+
 // Builds the row's problem from the seed-large slice.
 void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const BackwardRowAxes& a,
                   std::uint64_t row_seed) {
@@ -101,9 +117,9 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
 
   const OutputLayout layout = make_output_layout(fp);
   in.grad_output.assign(static_cast<std::size_t>(layout.numel) * dtype_size(out), std::byte{0});
-  Rng g(row_seed, kGradStream);
-  for (std::int64_t i = 0; i < layout.numel; ++i)
-    store_from_double(out, in.grad_output.data(), i, 2.0 * g.uniform() - 1.0);
+  fill_uniform(row_seed, kGradStream, layout.numel, [&](std::int64_t i, double u) {
+    store_from_double(out, in.grad_output.data(), i, 2.0 * u - 1.0);
+  });
 
   BackwardProblem& p = in.problem;
   p.forward = fp;
@@ -120,10 +136,9 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   p.options.sr_offset = 0;
   if (a.optimizer == OptimizerKind::ExactRowwiseAdagrad) {
     in.momentum.assign(static_cast<std::size_t>(total_rows(in.fc)), 0.0f);
-    if (a.momentum_nonzero) {
-      Rng m(row_seed, kMomentumStream);
-      for (float& v : in.momentum) v = static_cast<float>(0.5 * m.uniform());
-    }
+    if (a.momentum_nonzero)
+      fill_uniform(row_seed, kMomentumStream, static_cast<std::int64_t>(in.momentum.size()),
+                   [&](std::int64_t i, double u) { in.momentum[i] = static_cast<float>(0.5 * u); });
     p.momentum = in.momentum.data();
   }
 }

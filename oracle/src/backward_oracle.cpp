@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "float_model.h"
 #include "tbe/backward_case.h"
@@ -493,7 +494,33 @@ struct ReportBuilder {
       rep.worst = v;
     }
   }
+  /// Folds in the builder of the elements that follow this one's: the report that adding them
+  /// here one by one builds (counts add up, the worst stays the first largest).
+  void merge(const ReportBuilder& next) {
+    rep.elements += next.rep.elements;
+    rep.failures += next.rep.failures;
+    if (next.best_abs > best_abs) {
+      best_abs = next.best_abs;
+      rep.worst = next.rep.worst;
+    }
+  }
 };
+
+/// body(i, b) adds the verdicts of item i to b, for i in [0, n): in parallel over fixed chunks of
+/// `chunk` items merged in order, so `into` gets the report of a serial loop for any thread
+/// count. `work`: element operations in all (small loops stay on the calling thread).
+template <class Body>
+void add_in_parallel(ReportBuilder& into, std::int64_t n, std::int64_t chunk, std::int64_t work,
+                     Body&& body) {
+  const std::int64_t chunks = (n + chunk - 1) / chunk;
+  std::vector<ReportBuilder> parts(static_cast<std::size_t>(chunks), ReportBuilder({}, {}));
+#pragma omp parallel for schedule(dynamic, 1) if (detail::worth_parallel(work))
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t end = std::min(n, (c + 1) * chunk);
+    for (std::int64_t i = c * chunk; i < end; ++i) body(i, parts[static_cast<std::size_t>(c)]);
+  }
+  for (const ReportBuilder& part : parts) into.merge(part);
+}
 
 /// A bitwise comparison of an untouched element: the enclosure is the point `before`; a change
 /// is placed at ±inf (bitwise: a NaN payload or a -0 for +0 is a change too).
@@ -534,13 +561,12 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
 
   // weights of touched rows: inside the enclosure (a stored value is a value of wt by type).
   ReportBuilder w("weights", policy);
-  std::vector<std::pair<std::int64_t, std::int64_t>> touched;  // element ranges [a, b)
-  touched.reserve(static_cast<std::size_t>(R));
-  for (std::int64_t k = 0; k < R; ++k) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> touched(static_cast<std::size_t>(R));  // [a, b)
+  add_in_parallel(w, R, 256, static_cast<std::int64_t>(enc.weights.size()), [&](std::int64_t k, ReportBuilder& b) {
     const std::int64_t t = ref.run_table[k];
     const std::int64_t D = tb.dims[t];
     const std::int64_t row = tb.table_offsets[t] + ref.run_row[k] * D;
-    touched.emplace_back(row, row + D);
+    touched[static_cast<std::size_t>(k)] = {row, row + D};
     for (std::int64_t d = 0; d < D; ++d) {
       ElementVerdict v;
       v.enclosure = enc.weights[ref.run_col_offset[k] + d];
@@ -552,9 +578,9 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
       v.where.column = d;
       v.where.flat = row + d;
       v.where.table_row = true;
-      w.add(v);
+      b.add(v);
     }
-  }
+  });
   out.reports.push_back(w.rep);
 
   // weights of untouched rows (and gaps between tables): bitwise unchanged.
@@ -609,9 +635,9 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
   if (adagrad) {
     ReportBuilder m("momentum", policy);
     std::vector<char> is_touched(static_cast<std::size_t>(rows), 0);
-    for (std::int64_t k = 0; k < R; ++k) {
+    add_in_parallel(m, R, 4096, R, [&](std::int64_t k, ReportBuilder& b) {
       const std::int64_t id = tr.linear_ids[k];
-      is_touched[id] = 1;
+      is_touched[id] = 1;  // a run's row is its own: distinct bytes
       ElementVerdict v;
       v.enclosure = enc.momentum[k];
       v.reference = ref.momentum[k];
@@ -621,8 +647,8 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
       v.where.row = ref.run_row[k];
       v.where.flat = id;
       v.where.table_row = true;
-      m.add(v);
-    }
+      b.add(v);
+    });
     out.reports.push_back(m.rep);
     ReportBuilder mu("momentum.untouched", policy);
     std::vector<std::int64_t> row_offset(static_cast<std::size_t>(tb.num_tables()) + 1, 0);
@@ -650,7 +676,7 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
     ReportBuilder g("per_sample_weight_grad", policy);
     const OutputLayout layout = make_output_layout(fp);
     const std::int64_t N = fp.lookups.num_indices;
-    for (std::int64_t q = 0; q < N; ++q) {
+    add_in_parallel(g, N, 2048, N, [&](std::int64_t q, ReportBuilder& b) {
       ElementVerdict v;
       v.enclosure = enc.per_sample_weight_grad[q];
       v.reference = ref.per_sample_weight_grad[q];
@@ -664,8 +690,8 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
         v.where.feature = layout.feature_of_bag(bag);
         v.where.sample = bag - layout.feature_bag_offset[v.where.feature];
       }
-      g.add(v);
-    }
+      b.add(v);
+    });
     out.reports.push_back(g.rep);
   }
   return out;
@@ -709,33 +735,61 @@ StochasticRoundingTest stochastic_rounding_test(const BackwardProblem& p,
   if (weights_after == nullptr && !enc.reference.updated.empty())
     throw InvalidArgument("weights_after", "weights_after: null pointer");
   const BackwardReference& ref = enc.reference;
+  const double max_finite = float_traits(wt).max_finite;
+  // Per element, computed in parallel over the runs of a block of about kBlock elements, then
+  // summed on this thread in element order: the sums of a serial loop for any thread count.
+  struct Term {
+    double e = 0, var = 0, slack = 0;
+    enum : std::uint8_t { None, Excluded, Sample } kind = None;
+  };
+  constexpr std::int64_t kBlock = 1 << 20;
+  const std::int64_t R = static_cast<std::int64_t>(ref.run_row.size());
+  std::vector<Term> terms;
   double sum_e = 0, sum_var = 0, slack = 0;
-  for (std::size_t k = 0; k < ref.run_row.size(); ++k) {
-    const std::int64_t t = ref.run_table[k];
-    const std::int64_t D = tb.dims[t];
-    const std::int64_t row = tb.table_offsets[t] + ref.run_row[k] * D;
-    for (std::int64_t d = 0; d < D; ++d) {
-      const std::int64_t i = ref.run_col_offset[k] + d;
-      const double x = ref.updated[i];
-      if (!std::isfinite(x) || std::fabs(x) > float_traits(wt).max_finite) continue;
-      const double lo = round_down_to(wt, x), hi = round_up_to(wt, x);
-      if (lo == hi) continue;  // representable: no rounding
-      // The kernel rounds its own pre-rounding value y, somewhere in enc.exact[i] [doc §B.7]. If
-      // that enclosure reaches past a neighbour of x (cancellation: FP32 error of w − lr·G
-      // larger than an ulp of the tiny result), y may round to a third value: no sample.
-      const Enclosure& pre = enc.exact[static_cast<std::size_t>(i)];
-      if (pre.lo < lo || pre.hi > hi) {
-        ++st.excluded;
-        continue;
+  for (std::int64_t k0 = 0; k0 < R;) {
+    const std::int64_t c0 = ref.run_col_offset[k0];
+    std::int64_t k1 = k0 + 1;
+    while (k1 < R && ref.run_col_offset[k1 + 1] - c0 <= kBlock) ++k1;
+    const std::int64_t n = ref.run_col_offset[k1] - c0;
+    terms.assign(static_cast<std::size_t>(n), Term{});
+#pragma omp parallel for schedule(dynamic, 64) if (detail::worth_parallel(n))
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const std::int64_t t = ref.run_table[k];
+      const std::int64_t D = tb.dims[t];
+      const std::int64_t row = tb.table_offsets[t] + ref.run_row[k] * D;
+      for (std::int64_t d = 0; d < D; ++d) {
+        const std::int64_t i = ref.run_col_offset[k] + d;
+        Term& term = terms[static_cast<std::size_t>(i - c0)];
+        const double x = ref.updated[i];
+        if (!std::isfinite(x) || std::fabs(x) > max_finite) continue;
+        const double lo = round_down_to(wt, x), hi = round_up_to(wt, x);
+        if (lo == hi) continue;  // representable: no rounding
+        // The kernel rounds its own pre-rounding value y, somewhere in enc.exact[i] [doc §B.7].
+        // If that enclosure reaches past a neighbour of x (cancellation: FP32 error of w − lr·G
+        // larger than an ulp of the tiny result), y may round to a third value: no sample.
+        const Enclosure& pre = enc.exact[static_cast<std::size_t>(i)];
+        if (pre.lo < lo || pre.hi > hi) {
+          term.kind = Term::Excluded;
+          continue;
+        }
+        const double ulp = hi - lo;
+        const double f = (x - lo) / ulp;
+        const double v = load_as_double(wt, weights_after, row + d);
+        term.e = (v - x) / ulp;
+        term.var = f * (1 - f);
+        term.slack = std::max(x - pre.lo, pre.hi - x) / ulp;  // |E e − 0| <= |y − x| / ulp
+        term.kind = Term::Sample;
       }
-      const double ulp = hi - lo;
-      const double f = (x - lo) / ulp;
-      const double v = load_as_double(wt, weights_after, row + d);
-      sum_e += (v - x) / ulp;
-      sum_var += f * (1 - f);
-      slack += std::max(x - pre.lo, pre.hi - x) / ulp;  // |E e − 0| <= |y − x| / ulp
+    }
+    for (const Term& term : terms) {
+      if (term.kind == Term::Excluded) ++st.excluded;
+      if (term.kind != Term::Sample) continue;
+      sum_e += term.e;
+      sum_var += term.var;
+      slack += term.slack;
       ++st.samples;
     }
+    k0 = k1;
   }
   if (st.samples > 0) st.mean_error_ulps = sum_e / static_cast<double>(st.samples);
   st.variance = sum_var;
