@@ -26,6 +26,7 @@
 #include "tbe/errors.h"
 #include "tbe/judge/backward_rows.h"
 #include "tbe/judge/case_commands.h"
+#include "tbe/judge/fail_line.h"
 #include "tbe/judge/ikbo_rows.h"
 #include "tbe/judge/matrix.h"
 #include "tbe/judge/report.h"
@@ -112,6 +113,11 @@ nlohmann::json totals_json(const Totals& f, const BackwardTotals& b, const IkboT
                           f.skipped + b.skipped + i.skipped, s.total)}};
 }
 
+/// Prints the machine-readable fail lines of a row on stderr, at once (tbe/judge/fail_line.h).
+void print_fail_lines(const std::vector<FailLine>& lines) {
+  for (const FailLine& f : lines) std::cerr << format_fail_line(f) << "\n" << std::flush;
+}
+
 /// Runs and prints the IKBO rows; returns them.
 std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
   std::vector<IkboRowResult> out;
@@ -121,6 +127,7 @@ std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
               << " ... " << std::flush;
     out.push_back(run_ikbo_row(cfg, specs[i]));
     std::cerr << to_string(out.back().verdict()) << "\n";
+    print_fail_lines(fail_lines(cfg, out.back()));
   }
   return out;
 }
@@ -267,6 +274,7 @@ int run(const VerifyArgs& args) {
     progress.begin(i, cases[i]);
     results.push_back(runner.run(cases[i]));
     progress.end(i, results.back());
+    print_fail_lines(fail_lines(info, results.back()));
   }
   progress.finish();
   if (args.rows.forward) seconds.forward = seconds_since(t_forward);
@@ -290,6 +298,9 @@ int run(const VerifyArgs& args) {
     bcfg.skip_reason = cfg.skip_reason;
     const auto t_backward = std::chrono::steady_clock::now();
     BackwardRunner brunner(bcfg);
+    std::ostringstream replay;
+    replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
+           << (args.backend == "cpu" ? " --backend cpu" : "");
     const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (args.backward_row != 0 && static_cast<std::int64_t>(i) + 1 != args.backward_row)
@@ -297,13 +308,12 @@ int run(const VerifyArgs& args) {
       std::cerr << "backward [" << i + 1 << "/" << rows.size() << "] ... " << std::flush;
       backward.push_back(brunner.run(rows[i], i));
       std::cerr << to_string(backward.back().row.verdict) << "\n";
+      print_fail_lines(fail_lines(backward.back(), replay.str()));
     }
     seconds.backward = seconds_since(t_backward);
-    std::ostringstream wl, replay;
+    std::ostringstream wl;
     wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << bcfg.batch
        << (bcfg.batch != batch ? " (capped without a GPU)" : "") << ", seed " << args.seed;
-    replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
-           << (args.backend == "cpu" ? " --backend cpu" : "");
     std::cout << "\n";
     // A single replayed row keeps the path requirement off (it needs every row).
     if (args.backward_row != 0) std::cout << "(--backward-row " << args.backward_row << " only)\n";
