@@ -134,17 +134,27 @@ struct TransposePlan {
     sentinel = K;
     key32 = K < (std::int64_t{1} << 31);
     end_bit = 1;
-    while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(K)) ++end_bit;
+    const std::int64_t sort_range =
+        TBE_MUTANT_HOST(kBwdSortEndBitMaxTable) && p.tables.num_tables() > 0
+            ? *std::max_element(p.tables.rows.begin(), p.tables.rows.end())
+            : K;
+    while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(sort_range))
+      ++end_bit;
     value_kind = pooling == PoolingMode::None ? SortedValue::Position
                  : (weighted || pooling == PoolingMode::Mean) ? SortedValue::PositionScaled
                                                               : SortedValue::Bag;
 
     std::vector<FeatureMeta> features(T);
     std::vector<std::int64_t> feature_row_offset(T);
+    [[maybe_unused]] std::int64_t shared_prefix = 0;  // mutation build only
     for (std::int32_t f = 0; f < T; ++f) {
       const std::int32_t t = p.tables.feature_table_map[f];
       features[f] = FeatureMeta{p.tables.table_offsets[t], p.tables.rows[t], p.tables.dims[t], 0};
-      feature_row_offset[f] = table_row_offset[t];
+      // mutation build: the prefix over features (features.rows) instead of over tables
+      feature_row_offset[f] = TBE_MUTANT_HOST(kBwdSharedTablePerFeature)
+                                  ? std::min(shared_prefix, K - p.tables.rows[t])
+                                  : table_row_offset[t];
+      if (TBE_MUTANT_HOST(kBwdSharedTablePerFeature)) shared_prefix += p.tables.rows[t];
       feature_rows.push_back(p.tables.rows[t]);
     }
     MetaUpload up;
@@ -346,7 +356,9 @@ struct BackwardPlan {
       const std::int32_t R = f.lookups.vbe_ranks;
       for (std::int32_t fi = 0; fi < transpose.T; ++fi)
         for (std::int32_t r = 0; r < R; ++r) {
-          const std::size_t i = static_cast<std::size_t>(fi) * R + r;
+          const std::size_t i = TBE_MUTANT_HOST(kBwdVbeRankFeatureSwapped)
+                                    ? static_cast<std::size_t>(r) * transpose.T + fi
+                                    : static_cast<std::size_t>(fi) * R + r;
           seg_first.push_back(lay.vbe_bag_offset[i]);
           segs.push_back(SegmentMeta{lay.vbe_output_offset[i], f.tables.dim_of_feature(fi), fi, 0});
         }
