@@ -51,10 +51,10 @@ __global__ void offsets_prepare(const Idx* __restrict__ o, std::int64_t num_offs
 
 template <class Idx>
 __global__ void count_bad_bags(const Idx* __restrict__ o, const Idx* __restrict__ r,
-                               std::int64_t num_bags, DeviceCounters* counters) {
+                               std::int64_t num_bags, DeviceCounters* counters TBE_MUTANT_PARAM(m)) {
   const std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= num_bags) return;
-  const bool bad = (k + 1 < num_bags && o[k + 1] != r[k + 1]) || (k == 0 && o[0] != r[0]);
+  const bool bad = (k + 1 < num_bags && o[k + 1] != r[k + 1]) || TBE_MUTANT_SWAP(m, kBoundsFirstBagUncounted, false, (k == 0 && o[0] != r[0]));
   if (bad) atomicAdd(&counters->bad_bags, 1ull);
 }
 
@@ -171,7 +171,7 @@ void launch_count_bad_bags(DType index, const void* offsets, const void* repaire
   dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
     using Idx = dispatch::storage_t<decltype(idx)::value>;
     count_bad_bags<<<blocks_for(num_bags, kBlock), kBlock, 0, stream>>>(
-        static_cast<const Idx*>(offsets), static_cast<const Idx*>(repaired), num_bags, counters);
+        static_cast<const Idx*>(offsets), static_cast<const Idx*>(repaired), num_bags, counters TBE_MUTANT_ARG);
   });
   check_launch("count_bad_bags");
 }

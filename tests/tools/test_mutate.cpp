@@ -308,6 +308,9 @@ TEST_CASE("mutate: the command line", "[mutate]") {
   CHECK_THAT(usage({"--budget", "-3"}), Catch::Contains("positive number of seconds"));
   CHECK_THAT(usage({"--frobnicate"}), Catch::Contains("--frobnicate"));
   CHECK_THAT(usage({"--out", ""}), Catch::Contains("empty"));
+  CHECK_THAT(usage({"--baseline-only", "--no-baseline"}), Catch::Contains("--baseline-only"));
+  CHECK_THAT(usage({"--baseline-only", "--fault", "seq_wrong_row"}), Catch::Contains("--baseline-only"));
+  CHECK(std::get<MutateOptions>(parse({"--baseline-only"})).baseline_only);
   CHECK(std::get<cli::Exit>(parse({"--help"})).status == 0);
 }
 
@@ -368,6 +371,14 @@ TEST_CASE("mutate: a whole campaign against a stand-in for the mutation build's 
   CHECK(blog.find("--rows backward") < blog.find("--rows forward"));
   CHECK(blog.find("--rows forward") < blog.find("--rows ikbo"));
   CHECK(nlohmann::json::parse(read_text(o.json))["faults"][0]["verify"]["failure"]["check"] == "gpu oracle");
+
+  // --baseline-only: the baseline, no fault (exit 0 when it passed)
+  MutateOptions b = o;
+  b.baseline_only = true;
+  b.faults.clear();
+  std::ostringstream t3;
+  CHECK(run_campaign(b, t3, log) == 0);
+  CHECK(t3.str().find("killed 0 of 0 faults") != std::string::npos);
 
   // a binary that ignores TBE_MUTANT is not a mutation build: exit 3 before any fault runs
   o.verify = "/bin/true";

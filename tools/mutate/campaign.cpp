@@ -153,7 +153,7 @@ void print_catalogue(std::ostream& os) {
 
 int run_campaign(const MutateOptions& o, std::ostream& os, std::ostream& log) {
   std::vector<const tbe::cuda::FaultInfo*> faults;
-  if (o.faults.empty()) {
+  if (o.faults.empty() && !o.baseline_only) {
     for (const tbe::cuda::FaultInfo& f : tbe::cuda::kFaults) faults.push_back(&f);
   } else {
     for (const std::string& name : o.faults) faults.push_back(&tbe::cuda::parse_fault(name));

@@ -27,6 +27,7 @@ struct MutateOptions {
   double baseline_budget = 600.0;   ///< --baseline-budget S
   double total_budget = 0.0;        ///< --total-budget S: no fault starts after it (0: none)
   bool baseline = true;             ///< --no-baseline turns it off
+  bool baseline_only = false;       ///< --baseline-only: no fault runs
   bool own_section_first = true;    ///< --one-run: the main job as one child, all sections
   bool keep_going = false;          ///< --keep-going: children run to the end (full tables)
   std::vector<std::string> verify_args;  ///< --verify-arg, appended to tbe-verify's command
@@ -43,8 +44,9 @@ struct MutateOptions {
 void print_catalogue(std::ostream& os);
 
 /// Runs the campaign, prints progress on `log` and the kill table on `os`. Exit status: 0 (baseline
-/// passed, every fault killed), 1 (a fault survived or was not run), 3 (the baseline failed, or a
-/// binary is not a mutation build: the table would mean nothing).
+/// passed, every fault killed; --baseline-only: the baseline passed), 1 (a fault survived or was not
+/// run), 3 (the baseline failed, or a binary is not a mutation build: the table would mean
+/// nothing).
 int run_campaign(const MutateOptions& o, std::ostream& os, std::ostream& log);
 
 }  // namespace tbe::mutate

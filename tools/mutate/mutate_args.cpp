@@ -99,6 +99,8 @@ cli::Parsed<MutateOptions> parse_mutate_args(int argc, const char* const* argv) 
       ->type_name("S")
       ->check(positive_seconds());
   bool no_baseline = false, one_run = false;
+  CLI::Option* only = app.add_flag("--baseline-only", o.baseline_only,
+                                   "run the baseline only (it takes the whole main job)");
   app.add_flag("--no-baseline", no_baseline,
                "skip the baseline (only when this build's baseline passed in an earlier call)");
   app.add_flag("--one-run", one_run,
@@ -133,6 +135,8 @@ cli::Parsed<MutateOptions> parse_mutate_args(int argc, const char* const* argv) 
       ->type_name("FILE")
       ->check(cli::non_empty("the file name"));
   if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
+  if (only->count() > 0 && (no_baseline || !faults.empty()))
+    return cli::usage_error(app, "--baseline-only: not with --no-baseline or --fault");
   o.faults = faults;
   o.save_cases = !no_cases;
   o.baseline = !no_baseline;

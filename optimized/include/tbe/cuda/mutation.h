@@ -37,7 +37,7 @@ namespace tbe::cuda {
   X(kFwdPswIgnoredScalar, "fwd_psw_ignored_scalar", "kernels/pooled_gather.cuh: PooledGather::bag",  \
     "per-sample weights ignored on the scalar (VEC = 1, odd D) path only")                          \
   X(kFwdFp32AccUnderFp64, "fwd_fp32_acc_under_fp64", "kernels/pooled_gather.cuh: PooledGather::bag", \
-    "the bag sum accumulates in FP32 although the policy asks for FP64")                           \
+    "unweighted bags accumulate in FP32 although the policy asks for FP64")                        \
   X(kFwdTailOfDUnwritten, "fwd_tail_of_d_unwritten", "kernels/pooled_gather.cuh: PooledGather::bag", \
     "the lane owning the last vector of a column chunk does not store it (c + VEC < D)")           \
   X(kFwdColumnChunkTailDropped, "fwd_column_chunk_tail_dropped",                                   \
@@ -63,6 +63,8 @@ namespace tbe::cuda {
   X(kBoundsFatalIndexOffByOne, "bounds_fatal_index_off_by_one",                                    \
     "kernels/bounds_check.cu: fatal_check_warp_per_bag",                                           \
     "FATAL check accepts index E (i > E instead of i >= E)")                                       \
+  X(kBoundsFirstBagUncounted, "bounds_first_bag_uncounted", "kernels/bounds_check.cu: count_bad_bags", \
+    "the bad-bag count misses bag 0 when only its start was repaired (offsets[0] outside [0, N])") \
   X(kBwdSortEndBitMaxTable, "bwd_sort_end_bit_max_table", "src/backward_op.cpp: TransposePlan",    \
     "the radix sort's end bit comes from max E_t instead of K = Σ E_t")                            \
   X(kBwdRleLastRunDropped, "bwd_rle_last_run_dropped",                                             \
