@@ -20,7 +20,6 @@
 #pragma once
 
 #include <array>
-#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -185,6 +184,12 @@ inline std::string fault_announcement(std::string_view name) {
   return "tbe mutation build: fault " + std::string(name) + " active";
 }
 
+// The hooks (mutation build / every other build):
+//   TBE_MUTANT_FIELD                  a struct member `Fault mutant = active_fault();` / nothing
+//   TBE_MUTANT_SWAP(h, kName, w, r)   (h.mutant == Fault::kName ? (w) : (r)) / exactly r
+//   TBE_MUTANT_HOST(kName)            (active_fault() == Fault::kName) / false
+//   TBE_MUTANT_PARAM(h), TBE_MUTANT_ARG   a trailing `, MutantTag h` parameter and its argument
+//                                     `, MutantTag{}` / nothing
 #if defined(TBE_MUTATION) && TBE_MUTATION
 /// The fault selected for this process: TBE_MUTANT read and parsed on the first call (unset or
 /// empty: Fault::kNone). An unknown name prints the error of parse_fault to stderr and exits with
@@ -196,14 +201,13 @@ struct MutantTag {
   Fault mutant = active_fault();
 };
 #define TBE_MUTANT_FIELD ::tbe::cuda::Fault mutant = ::tbe::cuda::active_fault();
-#define TBE_MUTANT_IS(holder, id) ((holder).mutant == ::tbe::cuda::Fault::id)
-#define TBE_MUTANT_SWAP(holder, id, wrong, right) (TBE_MUTANT_IS(holder, id) ? (wrong) : (right))
+#define TBE_MUTANT_SWAP(holder, id, wrong, right) \
+  ((holder).mutant == ::tbe::cuda::Fault::id ? (wrong) : (right))
 #define TBE_MUTANT_HOST(id) (::tbe::cuda::active_fault() == ::tbe::cuda::Fault::id)
 #define TBE_MUTANT_PARAM(holder) , ::tbe::cuda::MutantTag holder
 #define TBE_MUTANT_ARG , ::tbe::cuda::MutantTag{}
 #else
 #define TBE_MUTANT_FIELD
-#define TBE_MUTANT_IS(holder, id) false
 #define TBE_MUTANT_SWAP(holder, id, wrong, right) right
 #define TBE_MUTANT_HOST(id) false
 #define TBE_MUTANT_PARAM(holder)
