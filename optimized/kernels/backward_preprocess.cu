@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const Lineariz
         key = a.sentinel;
       }
     }
-    keys[p] = static_cast<Key>(key);
+    keys[p] = static_cast<Key>(TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, key < a.sentinel ? key | f << 40 : key, key));
     a.values[p] = static_cast<std::uint32_t>(a.value_kind == SortedValue::Bag ? k : p);
     if (scaled) {
       const double w = TBE_MUTANT_SWAP(a, kBwdPswScaleIgnored, false, a.per_sample_weights != nullptr) ? static_cast<double>(a.per_sample_weights[p]) : 1.0;
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; i < R;
        i += stride) {
     const std::int64_t key = a.key32 ? static_cast<std::int64_t>(static_cast<const std::uint32_t*>(a.run_keys)[i])
-                                     : static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]);
+                                     : TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]) & ((std::int64_t{1} << 40) - 1), static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]));
     if (key >= a.sentinel) continue;
     const std::int32_t sl = a.run_lengths[i];
     if (TBE_MUTANT_SWAP(a, kBwdSlThresholdOffByOne, sl <= a.long_threshold, sl < a.long_threshold)) {

@@ -132,7 +132,9 @@ struct TransposePlan {
       K += p.tables.rows[t];
     }
     sentinel = K;
-    key32 = K < (std::int64_t{1} << 31);
+    // mutation build, bwd_shared_rows_twice: 64-bit keys (feature << 40 | row), every bit sorted,
+    // up to N runs
+    key32 = K < (std::int64_t{1} << 31) && !TBE_MUTANT_HOST(kBwdSharedRowsTwice);
     end_bit = 1;
     const std::int64_t sort_range =
         TBE_MUTANT_HOST(kBwdSortEndBitMaxTable) && p.tables.num_tables() > 0
@@ -140,21 +142,17 @@ struct TransposePlan {
             : K;
     while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(sort_range))
       ++end_bit;
+    if (TBE_MUTANT_HOST(kBwdSharedRowsTwice)) end_bit = 64;
     value_kind = pooling == PoolingMode::None ? SortedValue::Position
                  : (weighted || pooling == PoolingMode::Mean) ? SortedValue::PositionScaled
                                                               : SortedValue::Bag;
 
     std::vector<FeatureMeta> features(T);
     std::vector<std::int64_t> feature_row_offset(T);
-    [[maybe_unused]] std::int64_t shared_prefix = 0;  // mutation build only
     for (std::int32_t f = 0; f < T; ++f) {
       const std::int32_t t = p.tables.feature_table_map[f];
       features[f] = FeatureMeta{p.tables.table_offsets[t], p.tables.rows[t], p.tables.dims[t], 0};
-      // mutation build: the prefix over features (features.rows) instead of over tables
-      feature_row_offset[f] = TBE_MUTANT_HOST(kBwdSharedTablePerFeature)
-                                  ? std::min(shared_prefix, K - p.tables.rows[t])
-                                  : table_row_offset[t];
-      if (TBE_MUTANT_HOST(kBwdSharedTablePerFeature)) shared_prefix += p.tables.rows[t];
+      feature_row_offset[f] = table_row_offset[t];
       feature_rows.push_back(p.tables.rows[t]);
     }
     MetaUpload up;
@@ -184,7 +182,7 @@ struct TransposePlan {
     ws_pos_bag = L.add(scaled ? n * 4 : 0);
     ws_pos_scale = L.add(scaled ? n * 8 : 0);
     // R <= min(N, K + 1): distinct rows plus the sentinel run
-    max_runs = std::min<std::int64_t>(N, K + 1);
+    max_runs = TBE_MUTANT_HOST(kBwdSharedRowsTwice) ? N : std::min<std::int64_t>(N, K + 1);
     const std::size_t r = static_cast<std::size_t>(max_runs);
     ws_run_keys = L.add(r * ksz);
     ws_run_lengths = L.add(r * 4);

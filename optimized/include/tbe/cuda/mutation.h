@@ -111,9 +111,10 @@ namespace tbe::cuda {
     "MEAN pooling: the per-lookup scale c_p is w_p / L^2")                                         \
   X(kBwdPswScaleIgnored, "bwd_psw_scale_ignored", "kernels/backward_preprocess.cu: linearize_group_per_bag", \
     "weighted SUM: the row gradient ignores the per-sample weight (c_p = 1)")                      \
-  X(kBwdSharedTablePerFeature, "bwd_shared_table_per_feature", "src/backward_op.cpp: TransposePlan", \
-    "lookups linearized by feature (prefix of E over features): a shared table's rows are "        \
-    "updated from two runs / the wrong table's rows")                                              \
+  X(kBwdSharedRowsTwice, "bwd_shared_rows_twice",                                                 \
+    "kernels/backward_preprocess.cu: linearize_group_per_bag; src/backward_op.cpp: TransposePlan",  \
+    "the transpose groups lookups by (feature, row), not (table, row): a row of a shared table "    \
+    "gets one run per feature, each updating it from the same old value (updated twice)")          \
   X(kBwdVbeRankFeatureSwapped, "bwd_vbe_rank_feature_swapped", "src/backward_op.cpp: BackwardPlan", \
     "VBE: grad_output segments in rank-major order (r·T + f, not f·R + r)")                        \
   X(kBwdPswGradMeanMissing, "bwd_psw_grad_mean_missing",                                           \
