@@ -26,6 +26,7 @@
 #include "tbe/errors.h"
 #include "tbe/judge/backward_rows.h"
 #include "tbe/judge/case_commands.h"
+#include "tbe/judge/fail_line.h"
 #include "tbe/judge/ikbo_rows.h"
 #include "tbe/judge/large_table.h"
 #include "tbe/judge/matrix.h"
@@ -117,6 +118,11 @@ nlohmann::json totals_json(const Totals& f, const BackwardTotals& b, const IkboT
                           f.skipped + b.skipped + i.skipped, s.total)}};
 }
 
+/// Prints the machine-readable fail lines of a row on stderr, at once (tbe/judge/fail_line.h).
+void print_fail_lines(const std::vector<FailLine>& lines) {
+  for (const FailLine& f : lines) std::cerr << format_fail_line(f) << "\n" << std::flush;
+}
+
 /// Runs and prints the IKBO rows; returns them.
 std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
   std::vector<IkboRowResult> out;
@@ -127,6 +133,7 @@ std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
               << " ... " << std::flush;
     out.push_back(run_ikbo_row(cfg, specs[i], &saved));
     std::cerr << to_string(out.back().verdict()) << "\n";
+    print_fail_lines(fail_lines(cfg, out.back()));
   }
   return out;
 }
@@ -273,6 +280,7 @@ int run(const VerifyArgs& args) {
     progress.begin(i, cases[i]);
     results.push_back(runner.run(cases[i]));
     progress.end(i, results.back());
+    print_fail_lines(fail_lines(info, results.back()));
   }
   progress.finish();
   if (args.rows.forward) seconds.forward = seconds_since(t_forward);
@@ -299,6 +307,9 @@ int run(const VerifyArgs& args) {
     bcfg.save_failures_max = args.save_failures_max;
     const auto t_backward = std::chrono::steady_clock::now();
     BackwardRunner brunner(bcfg);
+    std::ostringstream replay;
+    replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
+           << (args.backend == "cpu" ? " --backend cpu" : "");
     const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (args.backward_row != 0 && static_cast<std::int64_t>(i) + 1 != args.backward_row)
@@ -306,14 +317,13 @@ int run(const VerifyArgs& args) {
       std::cerr << "backward [" << i + 1 << "/" << rows.size() << "] ... " << std::flush;
       backward.push_back(brunner.run(rows[i], i));
       std::cerr << to_string(backward.back().row.verdict) << "\n";
+      print_fail_lines(fail_lines(backward.back(), replay.str()));
     }
     seconds.backward = seconds_since(t_backward);
     backward_sections = brunner.section_times();
-    std::ostringstream wl, replay;
+    std::ostringstream wl;
     wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << bcfg.batch
        << (bcfg.batch != batch ? " (capped without a GPU)" : "") << ", seed " << args.seed;
-    replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
-           << (args.backend == "cpu" ? " --backend cpu" : "");
     std::cout << "\n";
     // A single replayed row keeps the path requirement off (it needs every row).
     if (args.backward_row != 0) std::cout << "(--backward-row " << args.backward_row << " only)\n";

@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, Policy::kMinBlocksPerSm)
     lce_fused_kernel(const T* __restrict__ w, std::int64_t ld_w, const T* __restrict__ e,
                      const void* __restrict__ user_v, const std::int32_t* __restrict__ map,
                      T* __restrict__ out, std::int64_t B, int M, int N, int K, int m_tiles,
-                     const unsigned long long* map_error) {
+                     const unsigned long long* map_error TBE_MUTANT_PARAM(m)) {
   if (fatal_aborted(map_error)) return;
   extern __shared__ __align__(128) unsigned char lce_smem[];
   T* sA = reinterpret_cast<T*>(lce_smem);
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, Policy::kMinBlocksPerSm)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wm = warp >> 2, wn = warp & 3;
   const int m0 = (blockIdx.x % m_tiles) * kBM, n0 = (blockIdx.x / m_tiles) * kBN;
-  const int k_tiles = (K + kBK - 1) / kBK;
+  const int k_tiles = TBE_MUTANT_SWAP(m, kLceFusedKTailDropped, K / kBK, (K + kBK - 1) / kBK);
   const std::int64_t MN = static_cast<std::int64_t>(M) * N;
 
   for (std::int64_t b = blockIdx.y; b < B; b += gridDim.y) {
@@ -211,14 +211,14 @@ void launch_fused_t(const LceFusedArgs& a, cudaStream_t s) {
     return true;
   }();
   (void)configured;
-  const int m_tiles = static_cast<int>((a.M + kBM - 1) / kBM);
+  const int m_tiles = TBE_MUTANT_HOST(kLceFusedLastMTileDropped) ? (a.M >= kBM ? static_cast<int>(a.M / kBM) : 1) : static_cast<int>((a.M + kBM - 1) / kBM);
   const int n_tiles = static_cast<int>((a.N + kBN - 1) / kBN);
   const dim3 grid(static_cast<unsigned>(m_tiles * n_tiles),
                   static_cast<unsigned>(a.B < 65535 ? a.B : 65535));
   kernel<<<grid, kThreads, kSmemBytes, s>>>(
       static_cast<const T*>(a.w_c), a.ld_w, static_cast<const T*>(a.e_c), a.user, a.cand_to_user,
       static_cast<T*>(a.out), a.B, static_cast<int>(a.M), static_cast<int>(a.N),
-      static_cast<int>(a.K), m_tiles, a.map_error);
+      static_cast<int>(a.K), m_tiles, a.map_error TBE_MUTANT_ARG);
   check_launch("lce fused candidate GEMM");
 }
 

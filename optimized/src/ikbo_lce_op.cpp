@@ -229,7 +229,7 @@ struct LceOp::Plan {
     detail::LceGatherAddArgs g;
     g.cand = cand;
     g.user = user_result(ws);
-    g.cand_to_user = p.cand_to_user + first;
+    g.cand_to_user = p.cand_to_user + (TBE_MUTANT_HOST(kLceChunkMapNotAdvanced) ? 0 : first);
     g.out = static_cast<char*>(out) + static_cast<std::size_t>(first * p.M * p.N) * esz;
     g.B = count;
     g.MN = p.M * p.N;
