@@ -162,7 +162,8 @@ cli::Parsed<VerifyCommand> parse_verify_args(int argc, const char* const* argv) 
       "judge the outputs recorded in each case (any operator; another\n"
       "implementation's, or a failing backend's) through the oracle, no GPU\n"
       "needed. Exit 0 when every verdict equals its case's expect.verdict\n"
-      "(default pass), 1 when one differs, 3 when a case cannot be read.",
+      "(default pass), 1 when one differs, 3 when a case cannot be read or\n"
+      "judged (e.g. it records no outputs: use replay).",
       cmd.case_dirs, true);
   app.footer(kFooter);  // after the subcommands, which would inherit it
   app.require_subcommand(0, 1);
