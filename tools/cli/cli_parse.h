@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <cmath>
 #include <exception>
 #include <limits>
 #include <optional>
@@ -58,6 +59,24 @@ inline CLI::Validator non_empty(const std::string& what) {
         return text.empty() ? what + " is empty" : std::string();
       },
       "", "non-empty");
+}
+
+/// Check: a positive, finite number of seconds ("--seconds 0.5"; "0", "-1", "inf", "1s" refused).
+inline CLI::Validator positive_seconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double x = 0;
+        try {
+          x = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (text.empty() || used != text.size() || !(x > 0) || !std::isfinite(x))
+          return "'" + text + "' is not a positive number of seconds";
+        return "";
+      },
+      "");
 }
 
 /// Check: the values `parse` accepts. parse(text) (any return type) throws a std::exception whose

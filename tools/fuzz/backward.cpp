@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "fuzz/draw.h"
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
 #include "tbe/oracle/backward_oracle.h"
@@ -22,15 +23,6 @@ constexpr std::uint64_t kGradStream = 0x6772616400000000ULL;      // "grad"
 constexpr std::uint64_t kMomentumStream = 0x6d6f6d0000000000ULL;  // "mom"
 constexpr std::byte kCanaryByte{0xA5};
 constexpr std::size_t kCanaryBytes = 64;
-
-bool chance(Rng& r, double p) { return r.uniform() < p; }
-template <class T>
-T pick(Rng& r, std::initializer_list<T> xs) {
-  return *(xs.begin() + r.uniform_int(static_cast<std::int64_t>(xs.size())));
-}
-std::int64_t in_range(Rng& r, std::int64_t lo, std::int64_t hi) {  // [lo, hi]
-  return lo + r.uniform_int(hi - lo + 1);
-}
 
 // One run of `fc` (a row of the table of a feature with bags) aimed at SL = target: lookups of
 // that row are added to random bags of the feature until it has `target` of them (none removed).

@@ -33,24 +33,6 @@ const char* const kFooter =
     "Exit status: 0 when no case failed, 1 when a case failed, 2 for a bad command line, 3 for an\n"
     "error that stopped the campaign (e.g. no GPU for --backend cuda).";
 
-// A positive, finite number of seconds.
-CLI::Validator positive_seconds() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        std::size_t used = 0;
-        double x = 0;
-        try {
-          x = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (text.empty() || used != text.size() || !(x > 0) || !std::isfinite(x))
-          return "'" + text + "' is not a positive number of seconds";
-        return "";
-      },
-      "");
-}
-
 // "forward,backward,lce,attention" (or "all") -> operators, in the order given, no repeats.
 std::vector<Operator> parse_ops(const std::string& text) {
   if (text == "all")
@@ -91,7 +73,7 @@ cli::Parsed<CampaignOptions> parse_command_line(int argc, const char* const* arg
       app.add_option("--seconds", o.seconds,
                      "campaign length in seconds (required unless --case or --list)")
           ->type_name("S")
-          ->check(positive_seconds());
+          ->check(cli::positive_seconds());
   cli::add_decimal(app, "--seed", "X", o.seed, std::uint64_t{0}, kU64,
                    "campaign seed, an unsigned 64-bit integer (default 1); case i is generated "
                    "from (X, i) alone, so a campaign is reproducible case by case");
@@ -136,7 +118,7 @@ cli::Parsed<CampaignOptions> parse_command_line(int argc, const char* const* arg
                    "saves it if it fails)");
   app.add_option("--report-every", o.report_every, "seconds between progress lines (default 30)")
       ->type_name("S")
-      ->check(positive_seconds());
+      ->check(cli::positive_seconds());
   cli::add_decimal(app, "--huge-every", "K", o.huge_every, std::int64_t{0}, kI64,
                    "every K-th case (i % K == K/2) has a table with E*D just above 2^31 elements "
                    "(host and device memory up to ~9 GiB each); 0 turns it off (default on the cuda "

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "fuzz/draw.h"
 #include "tbe/workloads.h"
 
 namespace tbe::fuzz {
@@ -21,15 +22,6 @@ struct Limits {
 };
 constexpr Limits kLarge{250000, std::int64_t{1} << 22, 512, std::int64_t{1} << 23};
 constexpr Limits kSmall{6000, std::int64_t{1} << 16, 64, std::int64_t{1} << 17};
-
-bool chance(Rng& r, double p) { return r.uniform() < p; }
-template <class T>
-T pick(Rng& r, std::initializer_list<T> xs) {
-  return *(xs.begin() + r.uniform_int(static_cast<std::int64_t>(xs.size())));
-}
-std::int64_t in_range(Rng& r, std::int64_t lo, std::int64_t hi) {  // [lo, hi]
-  return lo + r.uniform_int(hi - lo + 1);
-}
 
 std::int32_t draw_dim(Rng& r) {
   const double u = r.uniform();

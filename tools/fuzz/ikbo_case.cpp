@@ -8,6 +8,7 @@
 #include <sstream>
 #include <utility>
 
+#include "fuzz/draw.h"
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
 #include "tbe/judge/poisoned_output.h"
@@ -18,14 +19,6 @@ namespace {
 
 constexpr std::uint64_t kIkboStream = 0x696B626F00000000ULL;  // "ikbo" + i
 
-bool chance(Rng& r, double p) { return r.uniform() < p; }
-template <class T>
-T pick(Rng& r, std::initializer_list<T> xs) {
-  return *(xs.begin() + r.uniform_int(static_cast<std::int64_t>(xs.size())));
-}
-std::int64_t in_range(Rng& r, std::int64_t lo, std::int64_t hi) {  // [lo, hi]
-  return lo + r.uniform_int(hi - lo + 1);
-}
 // An edge value with probability 0.6, else uniform in [lo, hi].
 std::int64_t edge_or(Rng& r, std::initializer_list<std::int64_t> edges, std::int64_t lo,
                      std::int64_t hi) {

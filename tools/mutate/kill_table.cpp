@@ -105,11 +105,15 @@ std::string to_string(Outcome o) {
   return "?";
 }
 
-Verdict judge_verify(const ChildResult& r) {
+namespace {
+
+// One child's verdict: killed by the first failure its output names (`failure`), else by the
+// budget, a clean exit (survived), the child's no-device exit code, or any other exit.
+Verdict judge_child(const ChildResult& r, std::optional<Failure> failure, int no_device_exit) {
   Verdict v;
-  if (std::optional<Failure> f = first_verify_failure(r.output)) {
+  if (failure) {
     v.outcome = Outcome::Killed;
-    v.failure = std::move(f);
+    v.failure = std::move(failure);
     v.seconds = r.kill_seconds > 0 ? r.kill_seconds : r.seconds;
     return v;
   }
@@ -118,7 +122,7 @@ Verdict judge_verify(const ChildResult& r) {
     v.outcome = Outcome::Budget;
   } else if (r.signal == 0 && r.exit_code == 0) {
     v.outcome = Outcome::Survived;
-  } else if (r.signal == 0 && r.exit_code == 4) {
+  } else if (r.signal == 0 && r.exit_code == no_device_exit) {
     v.outcome = Outcome::NoDevice;
   } else {
     v.outcome = Outcome::Killed;
@@ -127,26 +131,14 @@ Verdict judge_verify(const ChildResult& r) {
   return v;
 }
 
+}  // namespace
+
+Verdict judge_verify(const ChildResult& r) {
+  return judge_child(r, first_verify_failure(r.output), 4);  // tbe-verify --require-gpu: 4
+}
+
 Verdict judge_tests(const ChildResult& r) {
-  Verdict v;
-  if (std::optional<Failure> f = first_catch_failure(r.output)) {
-    v.outcome = Outcome::Killed;
-    v.failure = std::move(f);
-    v.seconds = r.kill_seconds > 0 ? r.kill_seconds : r.seconds;
-    return v;
-  }
-  v.seconds = r.seconds;
-  if (r.over_budget) {
-    v.outcome = Outcome::Budget;
-  } else if (r.signal == 0 && r.exit_code == 0) {
-    v.outcome = Outcome::Survived;
-  } else if (r.signal == 0 && r.exit_code == 77) {
-    v.outcome = Outcome::NoDevice;
-  } else {
-    v.outcome = Outcome::Killed;
-    v.failure = exit_failure(r);
-  }
-  return v;
+  return judge_child(r, first_catch_failure(r.output), 77);  // the GPU test label: 77 = skipped
 }
 
 bool killed(const KillRow& r) {

@@ -26,23 +26,6 @@ const char* const kFooter =
     "(or was not run: --total-budget), 2 for a bad command line, 3 when the baseline failed, a\n"
     "binary is not a mutation build, or a child could not be run.";
 
-CLI::Validator positive_seconds() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        std::size_t used = 0;
-        double x = 0;
-        try {
-          x = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (text.empty() || used != text.size() || !(x > 0) || !std::isfinite(x))
-          return "'" + text + "' is not a positive number of seconds";
-        return "";
-      },
-      "");
-}
-
 /// The first of `candidates` that exists, else the first.
 std::string first_existing(const std::vector<std::filesystem::path>& candidates) {
   for (const std::filesystem::path& p : candidates)
@@ -86,18 +69,18 @@ cli::Parsed<MutateOptions> parse_mutate_args(int argc, const char* const* argv) 
                  "seconds per fault for the main job, all its sections (default 60): not killed "
                  "within it = survived")
       ->type_name("S")
-      ->check(positive_seconds());
+      ->check(cli::positive_seconds());
   app.add_option("--tests-budget", o.tests_budget, "seconds per fault for the tests (default 120)")
       ->type_name("S")
-      ->check(positive_seconds());
+      ->check(cli::positive_seconds());
   app.add_option("--baseline-budget", o.baseline_budget,
                  "seconds for the baseline's main job (and tests) (default 600)")
       ->type_name("S")
-      ->check(positive_seconds());
+      ->check(cli::positive_seconds());
   app.add_option("--total-budget", o.total_budget,
                  "no fault starts after S seconds (the rest are reported not-run; default: none)")
       ->type_name("S")
-      ->check(positive_seconds());
+      ->check(cli::positive_seconds());
   bool no_baseline = false, one_run = false;
   CLI::Option* only = app.add_flag("--baseline-only", o.baseline_only,
                                    "run the baseline only (it takes the whole main job)");
