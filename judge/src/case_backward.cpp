@@ -20,6 +20,7 @@ namespace {
 
 using detail::g9;
 using detail::join;
+using detail::print_side_verdict;
 
 bool stochastic_write_back(const BackwardProblem& p) {
   return p.forward.options.policy.write_back == RoundingMode::Stochastic &&
@@ -245,9 +246,7 @@ void print_side(std::ostream& os, const Side& s) {
   }
   os << "\n";
   for (const std::string& l : s.lines) os << "    " << l << "\n";
-  os << "    " << (s.passed() ? "passed" : "FAILED");
-  for (const auto& p : s.problems) os << "\n    - " << p;
-  os << "\n";
+  print_side_verdict(os, s.passed(), s.problems);
 }
 
 }  // namespace
@@ -280,10 +279,7 @@ int replay_backward(const std::string& dir, io::BackwardCaseFile& c, std::ostrea
   if (device) {
     sides.push_back(run_side("gpu (" + device->name() + ")", *device, p, strategy, ex));
   } else {
-    Side s;
-    s.name = "gpu";
-    s.skip_reason = "no GPU: " + (skip_reason.empty() ? std::string("none found") : skip_reason);
-    sides.push_back(s);
+    sides.push_back(skipped_gpu_side<Side>(skip_reason));
   }
   os << "results:\n";
   for (const Side& s : sides) print_side(os, s);

@@ -98,6 +98,12 @@ std::string join(const std::vector<std::string>& parts) {
   return s;
 }
 
+void print_side_verdict(std::ostream& os, bool passed, const std::vector<std::string>& problems) {
+  os << "    " << (passed ? "passed" : "FAILED");
+  for (const auto& p : problems) os << "\n    - " << p;
+  os << "\n";
+}
+
 std::string shell_quote(const std::string& s) {
   bool plain = !s.empty();
   for (char c : s)
@@ -209,9 +215,7 @@ void print_side(std::ostream& os, const Side& s) {
   }
   os << "\n";
   if (s.report) os << "    oracle: " << s.report->summary() << "\n";
-  os << "    " << (s.passed() ? "passed" : "FAILED");
-  for (const auto& p : s.problems) os << "\n    - " << p;
-  os << "\n";
+  print_side_verdict(os, s.passed(), s.problems);
 }
 
 }  // namespace
@@ -240,10 +244,7 @@ int replay_forward(const std::string& dir, io::CaseFile& c, std::ostream& os, Ba
                                *device, p, st, ex));
     }
   } else {
-    Side s;
-    s.name = "gpu";
-    s.skip_reason = "no GPU: " + (skip_reason.empty() ? std::string("none found") : skip_reason);
-    sides.push_back(s);
+    sides.push_back(skipped_gpu_side<Side>(skip_reason));
   }
   os << "results:\n";
   for (const Side& s : sides) print_side(os, s);

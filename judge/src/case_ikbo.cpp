@@ -133,10 +133,7 @@ int replay_ikbo(const std::string& dir, const CaseFile& c, std::ostream& os,
   if (device) {
     sides.push_back(run_side<Op>("gpu (" + device->name() + ")", *device, p, enc));
   } else {
-    Side s;
-    s.name = "gpu";
-    s.skip_reason = "no GPU: " + (skip_reason.empty() ? std::string("none found") : skip_reason);
-    sides.push_back(s);
+    sides.push_back(detail::skipped_gpu_side<Side>(skip_reason));
   }
   os << "results:\n";
   for (const Side& s : sides) {
@@ -147,9 +144,7 @@ int replay_ikbo(const std::string& dir, const CaseFile& c, std::ostream& os,
     }
     os << (s.error.empty() ? "output" : s.error) << "\n";
     if (s.report) os << "    oracle: " << s.report->summary() << "\n";
-    os << "    " << (s.passed() ? "passed" : "FAILED");
-    for (const auto& pr : s.problems) os << "\n    - " << pr;
-    os << "\n";
+    detail::print_side_verdict(os, s.passed(), s.problems);
   }
   const Side& ref = sides.front();
   const Side& gpu = sides.back();

@@ -36,6 +36,20 @@ std::optional<oracle::CheckReport> worst_report(const std::vector<oracle::CheckR
 /// "a; b; c".
 std::string join(const std::vector<std::string>& parts);
 
+/// A replay's GPU side when no device ran: named "gpu", not run, with the reason ("no GPU: ...").
+/// Side is the operator's replay side type (fields name, skip_reason; ran false by default).
+template <class Side>
+Side skipped_gpu_side(const std::string& skip_reason) {
+  Side s;
+  s.name = "gpu";
+  s.skip_reason = "no GPU: " + (skip_reason.empty() ? std::string("none found") : skip_reason);
+  return s;
+}
+
+/// The end of a replay side's block: "    passed" or "    FAILED", then one "    - problem"
+/// line per problem.
+void print_side_verdict(std::ostream& os, bool passed, const std::vector<std::string>& problems);
+
 /// "case:", "provenance:", "seed:" and "problem:" lines of a case (the problem in one line).
 void print_case_header(std::ostream& os, const io::CaseFile& c);
 void print_case_header(std::ostream& os, const io::BackwardCaseFile& c);
