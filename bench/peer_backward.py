@@ -21,28 +21,12 @@ FP16 gradient in FP16 storage).
 import argparse
 import json
 import os
-import statistics
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-
-def time_cuda(fn, iters, flush):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for i in range(iters):
-        flush.fill_(i & 0xFF)
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times)
+from peer_timing import l2_flush_buffer, time_cuda
 
 
 def main():
@@ -70,7 +54,7 @@ def main():
     g.manual_seed(1)
     grad_output = torch.rand((B, T * D), device=dev, generator=g) * 2 - 1
     grad_rows = grad_output.view(B, T, D).permute(1, 0, 2).reshape(T * B, D).contiguous()
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    flush = l2_flush_buffer(dev)
     lr, eps = 0.01, 1e-8
 
     results = []

@@ -15,28 +15,12 @@ min / max over --iters. FP32 weights (FP32 accumulation in PyTorch) and FP16 wei
 import argparse
 import json
 import os
-import statistics
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-
-def time_cuda(fn, iters, flush):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for i in range(iters):
-        flush.fill_(i & 0xFF)
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times)
+from peer_timing import l2_flush_buffer, time_cuda
 
 
 def main():
@@ -63,7 +47,7 @@ def main():
     shift = torch.zeros_like(indices)
     shift[lead:lead + feature_of_index.numel()] = row_off[feature_of_index]
     global_indices = indices + shift
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    flush = l2_flush_buffer(dev)
 
     results = []
     for name, w in (("fp32", weights), ("fp16", weights.half())):

@@ -27,30 +27,14 @@ import importlib.util
 import inspect
 import json
 import os
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
+from peer_timing import l2_flush_buffer, time_cuda
+
 H, N_SEED, DH, CPU = 2, 64, 128, 64
-
-
-def time_cuda(fn, iters, flush):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for i in range(iters):
-        flush.fill_(i & 0xFF)
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times)
 
 
 def load_triton_ikbo(path):
@@ -81,7 +65,7 @@ def main():
     B = args.batch
     U = max(1, B // CPU)
     dev = torch.device("cuda")
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    flush = l2_flush_buffer(dev)
     triton_fns = load_triton_ikbo(args.triton_ikbo) if args.triton_ikbo else []
     gen = torch.Generator(device=dev)
     rows = []

@@ -19,26 +19,10 @@ tbe-bench. Shapes: the ikbo-lce shape (FP16, BF16) and the two sweeps (FP16) unl
 import argparse
 import json
 import math
-import statistics
 
 import torch
 
-
-def time_cuda(fn, iters, flush):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for i in range(iters):
-        flush.fill_(i & 0xFF)
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times)
+from peer_timing import l2_flush_buffer, time_cuda
 
 
 def pad8(x):
@@ -95,7 +79,7 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--quick", action="store_true", help="published shape only")
     args = ap.parse_args()
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = l2_flush_buffer("cuda")
     results = []
     for dt in (torch.float16, torch.bfloat16):
         results += run_shape("ikbo-lce", 1024, 15, dt, args.iters, flush)
