@@ -54,8 +54,7 @@ __global__ void count_bad_bags(const Idx* __restrict__ o, const Idx* __restrict_
                                std::int64_t num_bags, DeviceCounters* counters) {
   const std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= num_bags) return;
-  const bool bad = (k + 1 < num_bags && o[k + 1] != r[k + 1]) || (k == 0 && o[0] != r[0]);
-  if (bad) atomicAdd(&counters->bad_bags, 1ull);
+  if (bag_repaired(o, r, k, num_bags)) atomicAdd(&counters->bad_bags, 1ull);
 }
 
 // One warp per bag of the repaired offsets.
@@ -70,8 +69,7 @@ __global__ void repair_indices_warp_per_bag(const Idx* __restrict__ indices,
   const int lane = threadIdx.x & 31;
   if (k >= num_bags) return;
   if (count_bags && lane == 0) {
-    const bool bad = (k + 1 < num_bags && o[k + 1] != r[k + 1]) || (k == 0 && o[0] != r[0]);
-    if (bad) atomicAdd(&counters->bad_bags, 1ull);
+    if (bag_repaired(o, r, k, num_bags)) atomicAdd(&counters->bad_bags, 1ull);
   }
   const std::int64_t f = last_le(feature_first_bag, num_features + 1, k);
   const std::int64_t E = features[f].rows;
