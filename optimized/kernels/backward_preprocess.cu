@@ -19,6 +19,7 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/backward_launch.h"
+#include "kernels/backward_runs.cuh"
 #include "kernels/common.cuh"
 #include "tbe/cuda/check.h"
 
@@ -155,6 +156,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
                                      : static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]);
     if (key >= a.sentinel) continue;
     const std::int32_t sl = a.run_lengths[i];
+    if (histogram_owns(a, key, sl)) continue;  // updated by the small-table path
     if (sl < a.long_threshold) {
       ++short_runs;
       short_lookups += static_cast<unsigned long long>(sl);

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
   // --- table tile, transposed: table_t[d][e] = W[e][d] (zeros outside E × D) ---
   const __half* W = static_cast<const __half*>(a.weights) + ft.table_offset;
   bool nonfinite = false;
-  for (int i = threadIdx.x; i < E_pad * D_pad; i += kStBlock) {
+  for (int i = threadIdx.x; a.compute_output && i < E_pad * D_pad; i += kStBlock) {
     const int e = i / D_pad, d = i - e * D_pad;  // consecutive threads read consecutive columns
     __half v = __float2half_rn(0.0f);
     if (e < E && d < D) {

@@ -62,8 +62,14 @@ struct SmallTableBackwardArgs {
   const void* offsets = nullptr;          ///< [T·B + 1] Idx, repaired (MEAN: 1/L per bag)
   bool mean = false;
   CountsView counts;                      ///< the forward's (or the backward's own) histogram
+  const void* grad_output = nullptr;      ///< Grad [B, Σ D]
+  std::int64_t out_stride = 0;            ///< Σ_f D_f
   float* partials = nullptr;              ///< [num_small][blocks][64][128] FP32 split-K tiles
-  std::int32_t blocks_per_feature = 0;    ///< ceil(B / kBackwardBagsPerBlock)
+  std::int32_t* partial_sl = nullptr;     ///< [num_small][blocks][64] lookups per row and block
+  std::int32_t blocks_per_feature = 0;    ///< ceil(B_pad / kBackwardBagsPerBlock)
+  /// Rows with SL >= min_run are updated here, shorter ones by the generic run kernels
+  /// (docs/oracle.md "Small-table histogram path": the bound the enclosure covers).
+  std::int64_t min_run = 0;
   RunArgs run;                            ///< the optimizer and weights part of the run kernels'
                                           ///< arguments (tables, weights, momentum, lr, SR, ...)
 };

@@ -45,6 +45,13 @@ struct SmallTableStats {
   std::int64_t direct_bags = 0;
 };
 
+/// What the small-table path of the last backward did (BackwardOp::small_table_stats()).
+struct SmallTableBackwardStats {
+  std::int64_t rows = 0;      ///< rows updated from the histogram (SL >= the path's minimum)
+  std::int64_t lookups = 0;   ///< their lookups
+  bool saved_counts = false;  ///< the forward's saved counts were used (else its own histogram)
+};
+
 /// Histogram counts of one forward, saved for the backward of the same batch ("forward-state
 /// reuse"). The caller owns the device buffer; ForwardOp::save_small_table_counts() fills this
 /// descriptor, BackwardOp::use_small_table_counts() reads it.
