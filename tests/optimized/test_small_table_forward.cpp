@@ -46,14 +46,8 @@ struct SmallRun {
 
 SmallRun run_small(ForwardCase& c, cuda::SmallTableTuning st, bool fused = true, bool save = false) {
   SmallRun r;
-  ForwardProblem p = c.view();
-  const std::size_t isz = dtype_size(c.index_dtype);
-  cuda::DeviceBuffer w(c.weights.data(), c.weights.size());
-  cuda::DeviceBuffer idx(p.lookups.indices, std::max<std::size_t>(1, c.indices.size() * isz));
-  cuda::DeviceBuffer off(p.lookups.offsets, c.offsets.size() * isz);
-  p.tables.weights = w.get();
-  p.lookups.indices = idx.get();
-  p.lookups.offsets = off.get();
+  DeviceCase dc(c);  // every pointer of the problem on the device, per-sample weights too
+  const ForwardProblem& p = dc.problem;
   ForwardStrategy strategy;
   strategy.fused_bounds_check = fused;
   cuda::ForwardTuning tuning;
@@ -158,9 +152,9 @@ TEST_CASE("small-table forward: E x D x L grid on tensor cores, in the enclosure
     for (const std::int32_t D : {64, 96, 128})
       for (const PoolingMode pm : {PoolingMode::Sum, PoolingMode::Mean}) {
         const DType out = seed % 3 == 0 ? DType::F16 : (seed % 3 == 1 ? DType::F32 : DType::BF16);
-        ForwardCase c = small_case({E}, {D}, 37, 64, 200, pm, out, seed++,
-                                   seed % 2 ? DType::I32 : DType::I64);
-        CAPTURE(E, D, to_string(pm), to_string(out));
+        const DType index = seed % 2 ? DType::I32 : DType::I64;
+        ForwardCase c = small_case({E}, {D}, 37, 64, 200, pm, out, seed++, index);
+        CAPTURE(E, D, to_string(pm), to_string(out), to_string(index));
         const SmallRun r = run_small(c, {});  // Auto, measured L (mean >= 64)
         REQUIRE(r.decision.at(0).eligible);
         REQUIRE(r.small.mma_bags == 37);
@@ -229,6 +223,8 @@ TEST_CASE("small-table forward: ineligible problems name the reason", "[gpu][sma
   c.per_sample_weights.assign(c.indices.size(), 0.5f);
   SmallRun r = run_small(c, {});
   REQUIRE(r.decision.at(0).reason == "feature 0: per-sample weights (the path counts unweighted lookups)");
+  REQUIRE(r.small.mma_bags + r.small.direct_bags == 0);
+  require_in_enclosure(c, r);  // the generic path read the uploaded per-sample weights
   c.per_sample_weights.clear();
   c.options.policy = make_policy(PolicyKind::SeedDefault, DType::F16, DType::F32);
   c.options.policy.accumulation = DType::F64;
