@@ -105,6 +105,38 @@ void add_ikbo_lce(CLI::App& app, IkboLceArgs& a) {
       ->type_name("R");
 }
 
+void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
+  CLI::App* sub = app.add_subcommand(
+      "ikbo-fa", "the IKBO cross attention (per-user K/V reuse) on the ikbo-fa shape");
+  sub->footer(
+      "Times tbe::cuda::AttentionOp (map check, device grouping by user, mma.sync kernel;\n"
+      "key blocks 64 and 128) on the ikbo-fa shape: B candidates (default 2048), H=2,\n"
+      "n_seed=64, Dh=128, 64 candidates per user, S in {512, ..., 16384} (or --seq), BF16 and\n"
+      "FP16 (or --dtype). CUDA events, median / min / max over N iterations after warm-up, L2\n"
+      "flushed between iterations; TFLOP/s on 4*B*H*n_seed*S*Dh and as % of a cuBLAS BF16\n"
+      "8192^3 GEMM measured in the same run. Peers: bench/peer_ikbo_fa.py. Exits 77 when no\n"
+      "CUDA device is visible.");
+  add_iters(*sub, a.iters);
+  sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
+  cli::add_decimal(*sub, "--batch", "B", a.batch, std::int64_t{64}, std::int64_t{1} << 20,
+                   "candidates B (U = B / 64; default 2048)");
+  sub->add_option_function<std::vector<std::int64_t>>(
+         "--seq", [&a](const std::vector<std::int64_t>& v) { a.seqs = v; },
+         "keys per user S (repeatable; default 512 1024 2048 4096 8192 16384)")
+      ->type_name("S")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  sub->add_option_function<std::vector<std::string>>(
+         "--dtype",
+         [&a](const std::vector<std::string>& v) {
+           a.dtypes.clear();
+           for (const std::string& n : v) a.dtypes.push_back(n == "fp16" ? DType::F16 : DType::BF16);
+         },
+         "storage type: bf16 or fp16 (repeatable; default both)")
+      ->type_name("T")
+      ->check(CLI::IsMember({"bf16", "fp16"}));
+  sub->add_flag("--unsorted", a.unsorted, "also time a shuffled map");
+}
+
 void add_cpu(CLI::App& app, CpuArgs& a) {
   CLI::App* sub = app.add_subcommand(
       "cpu", "the CPU fallback (FP64 reference, OpenMP) forward and backward; no GPU");
@@ -157,21 +189,24 @@ cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv) {
   add_forward(app, cmd.forward);
   add_backward(app, cmd.backward);
   add_ikbo_lce(app, cmd.ikbo_lce);
+  add_ikbo_fa(app, cmd.ikbo_fa);
   add_cpu(app, cmd.cpu);
   add_small_table(app, cmd.small_table);
   app.require_subcommand(0, 1);  // none is reported below (CLI11 would not name a bad one)
   app.footer(  // after the subcommands, which would inherit it
       "`tbe-bench SUBCOMMAND --help` describes each one. Exit status: 0 after the run, 2 for a\n"
       "bad command line (checked before any device work), 77 when no CUDA device is visible\n"
-      "(forward, backward, ikbo-lce, small-table; `cpu` needs none).");
+      "(forward, backward, ikbo-lce, ikbo-fa, small-table; `cpu` needs none).");
   if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
   if (app.get_subcommands().empty())
-    return cli::usage_error(app, "a subcommand is required (forward, backward, ikbo-lce, small-table, cpu)");
+    return cli::usage_error(
+        app, "a subcommand is required (forward, backward, ikbo-lce, ikbo-fa, small-table, cpu)");
   const std::string name = app.get_subcommands().front()->get_name();
   cmd.kind = name == "forward"    ? BenchCommand::Kind::Forward
              : name == "backward" ? BenchCommand::Kind::Backward
              : name == "cpu"      ? BenchCommand::Kind::Cpu
              : name == "small-table" ? BenchCommand::Kind::SmallTable
+             : name == "ikbo-fa"  ? BenchCommand::Kind::IkboFa
                                   : BenchCommand::Kind::IkboLce;
   return cmd;
 }

@@ -47,6 +47,16 @@ struct IkboLceArgs {
   std::vector<ikbo::LceRounding> roundings;  ///< --rounding R (repeatable); empty: the default set
 };
 
+/// `tbe-bench ikbo-fa` (bench/ikbo_fa_bench.cu).
+struct IkboFaArgs {
+  int iters = 20;                       ///< --iters N
+  std::string json_path;                ///< --json FILE, "" for none
+  std::int64_t batch = 2048;            ///< --batch B (U = B / 64)
+  std::vector<std::int64_t> seqs = {512, 1024, 2048, 4096, 8192, 16384};  ///< --seq S (repeatable)
+  std::vector<DType> dtypes = {DType::BF16, DType::F16};                  ///< --dtype T (repeatable)
+  bool unsorted = false;                ///< --unsorted: also a shuffled map
+};
+
 /// `tbe-bench small-table` (bench/small_table_bench.cu): the histogram path vs the generic path.
 struct SmallTableArgs {
   std::int64_t batch = 0;  ///< --batch B (0: the small-table workload's B; the sweep 16384)
@@ -67,11 +77,12 @@ struct CpuArgs {
 
 /// The subcommand named on the command line and its arguments (the others keep defaults).
 struct BenchCommand {
-  enum class Kind { Forward, Backward, IkboLce, Cpu, SmallTable };
+  enum class Kind { Forward, Backward, IkboLce, IkboFa, Cpu, SmallTable };
   Kind kind = Kind::Forward;
   ForwardArgs forward;
   BackwardArgs backward;
   IkboLceArgs ikbo_lce;
+  IkboFaArgs ikbo_fa;
   CpuArgs cpu;
   SmallTableArgs small_table;
 };
@@ -88,6 +99,7 @@ cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv);
 int forward_main(const ForwardArgs& args);    // bench/tbe_bench.cu
 int backward_main(const BackwardArgs& args);  // bench/backward_bench.cu
 int ikbo_lce_main(const IkboLceArgs& args);   // bench/ikbo_lce_bench.cu
+int ikbo_fa_main(const IkboFaArgs& args);     // bench/ikbo_fa_bench.cu
 int cpu_main(const CpuArgs& args);            // bench/cpu_bench.cpp (no CUDA call)
 int small_table_main(const SmallTableArgs& args);  // bench/small_table_bench.cu
 

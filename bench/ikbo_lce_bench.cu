@@ -56,6 +56,7 @@
 
 #include "bench_args.h"
 #include "bench_common.h"
+#include "bench_ikbo.cuh"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/ikbo_lce.h"
 #include "tbe/ikbo.h"
@@ -65,42 +66,11 @@ using tbe::cuda::DeviceBuffer;
 
 namespace {
 
-using tbe::bench::check;  // cudaError_t; the cuBLAS overload is below
+using tbe::bench::check;  // cudaError_t and cublasStatus_t (bench_ikbo.cuh)
+using namespace tbe::bench::ikbo_inputs;
 using tbe::bench::summarize;
 using tbe::bench::time_it;
 using tbe::bench::Timing;
-
-void check(cublasStatus_t e, const char* what) {
-  if (e != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "cuBLAS error in %s: %s\n", what, cublasGetStatusString(e));
-    std::exit(2);
-  }
-}
-
-
-// --- device inputs: uniform [-1, 1) from a counter hash, rounded to the storage type ---
-__device__ __forceinline__ unsigned long long mix(unsigned long long x) {
-  x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-template <class T>
-__global__ void fill_uniform(T* p, std::int64_t n, unsigned long long seed) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const double u = static_cast<double>(mix(seed * 0x9e3779b97f4a7c15ull + i) >> 11) * 0x1.0p-53;
-    const float v = static_cast<float>(2.0 * u - 1.0);
-    if constexpr (std::is_same_v<T, __half>) p[i] = __float2half_rn(v);
-    else if constexpr (std::is_same_v<T, __nv_bfloat16>) p[i] = __float2bfloat16_rn(v);
-    else p[i] = v;
-  }
-}
-void fill(DType t, void* p, std::int64_t n, unsigned long long seed) {
-  if (n <= 0) return;
-  if (t == DType::F16) fill_uniform<<<4096, 256>>>(static_cast<__half*>(p), n, seed);
-  else fill_uniform<<<4096, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed);
-  check(cudaGetLastError(), "fill");
-}
 
 /// Baseline broadcast: ecat[b] = [e_u[u(b)] (K_u rows); e_c[b] (K_c rows)], rows of N elements,
 /// 16-byte copies when the row bytes allow (else 2-byte).
@@ -135,7 +105,7 @@ __global__ void pad_rows(const std::uint16_t* w, std::uint16_t* wp, std::int64_t
   }
 }
 
-cudaDataType cuda_type(DType t) { return t == DType::F16 ? CUDA_R_16F : CUDA_R_16BF; }
+
 
 double to_double(DType t, const std::uint16_t bits) {
   float f;
@@ -164,20 +134,6 @@ double relative_difference(DType t, const std::vector<std::uint16_t>& a,
   return den > 0 ? num / den : num;
 }
 
-std::vector<std::int32_t> sorted_map(std::int64_t B, std::int64_t U) {
-  std::vector<std::int32_t> m(B);
-  for (std::int64_t b = 0; b < B; ++b) m[b] = static_cast<std::int32_t>(b * U / B);
-  return m;
-}
-std::vector<std::int32_t> shuffled(std::vector<std::int32_t> m, std::uint64_t seed) {
-  std::uint64_t s = seed;
-  for (std::size_t i = m.size(); i > 1; --i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    std::swap(m[i - 1], m[(s >> 33) % i]);
-  }
-  return m;
-}
-
 struct Shape {
   std::string name;
   std::int64_t B, U, M = 433, N = 256, K_c = 866, K_u = 1178;
@@ -193,22 +149,6 @@ struct Ctx {
   nlohmann::json results = nlohmann::json::array();
   cublasHandle_t handle;
 };
-
-/// cuBLAS rate: 8192³ GEMM of dtype t, FP32 accumulation, 16-bit output.
-double measure_gemm_rate(Ctx& c, DType t) {
-  const std::int64_t n = 8192;
-  DeviceBuffer a(n * n * 2), b(n * n * 2), d(n * n * 2);
-  fill(t, a.get(), n * n, 1);
-  fill(t, b.get(), n * n, 2);
-  const float one = 1, zero = 0;
-  check(cublasSetStream(c.handle, c.stream), "set stream");
-  const Timing tm = time_it([&] {
-    check(cublasGemmEx(c.handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.get(), cuda_type(t), n,
-                       b.get(), cuda_type(t), n, &zero, d.get(), cuda_type(t), n,
-                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm 8192");
-  }, std::max(5, c.iters / 2), c.stream, nullptr, 0);
-  return 2.0 * n * n * n / (tm.median_ms * 1e-3) / 1e12;
-}
 
 void report(Ctx& c, const Shape& s, DType t, ikbo::LceRounding r, const std::string& variant,
             const Timing& tm, double rel_diff, const std::vector<std::string>& paths) {
@@ -521,8 +461,8 @@ int tbe::bench::ikbo_lce_main(const IkboLceArgs& args) {
   check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "stream");
   check(cublasCreate(&c.handle), "cublasCreate");
   c.flush = DeviceBuffer(c.flush_bytes);
-  c.gemm_tflops[0] = measure_gemm_rate(c, DType::F16);
-  c.gemm_tflops[1] = measure_gemm_rate(c, DType::BF16);
+  c.gemm_tflops[0] = cublas_gemm_tflops(c.handle, DType::F16, c.stream, std::max(5, c.iters / 2));
+  c.gemm_tflops[1] = cublas_gemm_tflops(c.handle, DType::BF16, c.stream, std::max(5, c.iters / 2));
   std::printf("device %s; cuBLAS 8192^3 GEMM (FP32 accumulation): fp16 %.0f TFLOP/s, bf16 %.0f "
               "TFLOP/s\n\n", prop.name, c.gemm_tflops[0], c.gemm_tflops[1]);
   std::printf("%-16s %-5s %-12s %-22s %8s %8s %8s %8s %7s %9s  %s\n", "shape", "dtype", "rounding",

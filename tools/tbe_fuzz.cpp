@@ -1,18 +1,23 @@
-// tbe-fuzz: a time-boxed fuzz campaign of the TBE forward (tools/fuzz/): random forward cases
-// biased to the edges run through a backend and judged by tbe_judge (the enclosure oracle, warning
-// counts and the repair against tbe::repair, FATAL errors against tbe::find_first_violation,
-// InvalidArgument against tbe::validate, canaries past the output). A failing case is shrunk and
-// saved as a case folder (tbe/io/case_file.h). See --help.
+// tbe-fuzz: a time-boxed fuzz campaign of the TBE forward, the backward + exact optimizer and the
+// IKBO operators (tools/fuzz/): random cases biased to the edges run through a backend and judged
+// by the enclosure oracles (and, for the forward, the warning counts and the repair against
+// tbe::repair, FATAL errors against tbe::find_first_violation, InvalidArgument against
+// tbe::validate, canaries past every output). A failing case is shrunk and saved as a case folder
+// (tbe/io/*case_file.h). See --help.
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <variant>
+#include <vector>
 
 #include "fuzz/campaign.h"
 #include "fuzz/command_line.h"
 #include "fuzz/faulty_backend.h"
 #include "tbe/backend.h"
 #include "tbe/select_backend.h"
+#if TBE_HAVE_CUDA
+#include "tbe/cuda/ikbo_backend.h"
+#endif
 
 int main(int argc, char** argv) {
   using namespace tbe;
@@ -24,14 +29,34 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::unique_ptr<Backend> dev;
+  std::vector<std::unique_ptr<ikbo::IkboBackend>> ikbo;
   try {
-    if (options.backend == "cuda") dev = select_backend(BackendKind::Cuda);
-    else if (options.backend == "cpu-faulty") dev = std::make_unique<fuzz::FaultyBackend>();
-    else dev = make_reference_backend();
+    if (options.backend == "cuda") {
+      dev = select_backend(BackendKind::Cuda);
+#if TBE_HAVE_CUDA
+      // one IKBO backend per LCE stage: an IKBO case runs on the one its `stage` names
+      for (cuda::LceStage s : {cuda::LceStage::Decomposed, cuda::LceStage::PaddedK,
+                               cuda::LceStage::FusedEpilogue, cuda::LceStage::L2Chunked,
+                               cuda::LceStage::LtEpilogue})
+        ikbo.push_back(cuda::make_cuda_ikbo_backend(s));
+#else
+      ikbo.push_back(select_ikbo_backend(BackendKind::Cuda));
+#endif
+    } else if (options.backend == "cpu-faulty") {
+      dev = std::make_unique<fuzz::FaultyBackend>();
+      ikbo.push_back(std::make_unique<fuzz::FaultyIkboBackend>());
+    } else {
+      dev = make_reference_backend();
+      ikbo.push_back(ikbo::make_reference_ikbo_backend());
+    }
   } catch (const std::exception& e) {
     std::cerr << "tbe-fuzz: " << e.what() << " (use --backend cpu on a machine without a GPU)\n";
     return 3;
   }
-  fuzz::Campaign campaign(options, *dev, options.backend == "cuda", std::cout);
+  fuzz::Devices devices;
+  devices.tbe = dev.get();
+  for (const auto& b : ikbo) devices.ikbo.push_back(b.get());
+  devices.gpu = options.backend == "cuda";
+  fuzz::Campaign campaign(options, devices, std::cout);
   return campaign.run();
 }

@@ -26,10 +26,14 @@
 #include "tbe/errors.h"
 #include "tbe/judge/backward_rows.h"
 #include "tbe/judge/case_commands.h"
+#include "tbe/judge/fail_line.h"
 #include "tbe/judge/ikbo_rows.h"
+#include "tbe/judge/large_table.h"
 #include "tbe/judge/matrix.h"
+#include "tbe/judge/path_coverage.h"
 #include "tbe/judge/report.h"
 #include "tbe/judge/runner.h"
+#include "tbe/judge/section_times.h"
 
 namespace {
 
@@ -67,6 +71,8 @@ IkboSetup make_ikbo_setup(const VerifyArgs& args) {
   s.cfg.device = s.backend.get();
   s.cfg.seed = args.seed;
   s.cfg.lce_rounding = args.ikbo_rounding;
+  s.cfg.save_failures_dir = args.save_failures;
+  s.cfg.save_failures_max = args.save_failures_max;
   // fp32 rows where the CPU reference runs them (it supports fp32 storage with FP64 accumulation).
   s.cfg.include_fp32 = !s.backend || s.backend->name() == "cpu-reference";
   return s;
@@ -112,15 +118,22 @@ nlohmann::json totals_json(const Totals& f, const BackwardTotals& b, const IkboT
                           f.skipped + b.skipped + i.skipped, s.total)}};
 }
 
+/// Prints the machine-readable fail lines of a row on stderr, at once (tbe/judge/fail_line.h).
+void print_fail_lines(const std::vector<FailLine>& lines) {
+  for (const FailLine& f : lines) std::cerr << format_fail_line(f) << "\n" << std::flush;
+}
+
 /// Runs and prints the IKBO rows; returns them.
 std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
   std::vector<IkboRowResult> out;
   const std::vector<IkboRowSpec> specs = ikbo_row_specs(cfg.include_fp32);
+  std::int64_t saved = 0;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     std::cerr << "ikbo [" << i + 1 << "/" << specs.size() << "] " << ikbo_label(specs[i])
               << " ... " << std::flush;
-    out.push_back(run_ikbo_row(cfg, specs[i]));
+    out.push_back(run_ikbo_row(cfg, specs[i], &saved));
     std::cerr << to_string(out.back().verdict()) << "\n";
+    print_fail_lines(fail_lines(cfg, out.back()));
   }
   return out;
 }
@@ -267,6 +280,7 @@ int run(const VerifyArgs& args) {
     progress.begin(i, cases[i]);
     results.push_back(runner.run(cases[i]));
     progress.end(i, results.back());
+    print_fail_lines(fail_lines(info, results.back()));
   }
   progress.finish();
   if (args.rows.forward) seconds.forward = seconds_since(t_forward);
@@ -277,6 +291,7 @@ int run(const VerifyArgs& args) {
 
   // Backward + exact optimizer rows (tbe/judge/backward_rows.h): their own table and count line.
   std::vector<BackwardRowResult> backward;
+  SectionTimes backward_sections;
   if (args.rows.backward) {
     BackwardRunnerConfig bcfg;
     // Without a GPU the CPU fallback and the oracle run every row on the CPU: B is capped at
@@ -288,8 +303,13 @@ int run(const VerifyArgs& args) {
     // backend has no kernel routes to count).
     bcfg.device = info.device_is_cpu ? nullptr : device.get();
     bcfg.skip_reason = cfg.skip_reason;
+    bcfg.save_failures_dir = args.save_failures;
+    bcfg.save_failures_max = args.save_failures_max;
     const auto t_backward = std::chrono::steady_clock::now();
     BackwardRunner brunner(bcfg);
+    std::ostringstream replay;
+    replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
+           << (args.backend == "cpu" ? " --backend cpu" : "");
     const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (args.backward_row != 0 && static_cast<std::int64_t>(i) + 1 != args.backward_row)
@@ -297,13 +317,13 @@ int run(const VerifyArgs& args) {
       std::cerr << "backward [" << i + 1 << "/" << rows.size() << "] ... " << std::flush;
       backward.push_back(brunner.run(rows[i], i));
       std::cerr << to_string(backward.back().row.verdict) << "\n";
+      print_fail_lines(fail_lines(backward.back(), replay.str()));
     }
     seconds.backward = seconds_since(t_backward);
-    std::ostringstream wl, replay;
+    backward_sections = brunner.section_times();
+    std::ostringstream wl;
     wl << bcfg.workload << " slice: T=" << bcfg.features << ", B=" << bcfg.batch
        << (bcfg.batch != batch ? " (capped without a GPU)" : "") << ", seed " << args.seed;
-    replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
-           << (args.backend == "cpu" ? " --backend cpu" : "");
     std::cout << "\n";
     // A single replayed row keeps the path requirement off (it needs every row).
     if (args.backward_row != 0) std::cout << "(--backward-row " << args.backward_row << " only)\n";
@@ -322,10 +342,74 @@ int run(const VerifyArgs& args) {
     std::cout << "\n";
     print_ikbo_rows(std::cout, ik.cfg, ikbo_rows);
   }
+  // --full: the large-table rows (E·D >= 2^31, int32 indices) when the device has the memory.
+  std::vector<LargeTableRow> large;
+  if (args.full && (args.rows.forward || args.rows.backward)) {
+    LargeTableConfig lcfg;
+    lcfg.device = info.device_is_cpu ? nullptr : device.get();
+    lcfg.skip_reason = info.device_is_cpu ? "--backend cpu (a device row)" : cfg.skip_reason;
+    lcfg.device_free_bytes = lcfg.device ? tbe::cuda_free_bytes() : 0;
+    lcfg.seed = args.seed;
+    std::cerr << "large table ... " << std::flush;
+    large = run_large_table_rows(lcfg);
+    std::cerr << "done\n";
+    std::cout << "\nLarge table (--full: one FP16 table, E=" << kLargeTableRows
+              << " D=" << kLargeTableDim << ", E*D >= 2^31, int32 indices):\n";
+    for (const LargeTableRow& r : large) {
+      std::cout << "  " << r.name << ": " << to_string(r.row.verdict);
+      if (!r.row.reason.empty()) std::cout << " (" << r.row.reason << ")";
+      std::cout << "\n";
+    }
+  }
+
+  // Path coverage: every reachable kernel path of each family that ran whole on the device.
+  std::vector<FamilyPaths> families;
+  if (args.rows.forward) {
+    FamilyPaths fp;
+    fp.family = PathFamily::Forward;
+    fp.checked = info.device_present && !info.device_is_cpu && args.only.empty();
+    fp.why_not = !info.device_present ? "no GPU"
+                 : info.device_is_cpu ? "--backend cpu"
+                                      : "--only filters the matrix";
+    for (const CaseResult& r : results)
+      for (const RowResult& row : r.rows)
+        if (row.target == Target::Device && row.verdict != Verdict::Skipped)
+          fp.exercised.insert(row.paths.begin(), row.paths.end());
+    families.push_back(std::move(fp));
+  }
+  if (args.rows.backward) {
+    FamilyPaths fp;
+    fp.family = PathFamily::Backward;
+    fp.checked = info.device_present && !info.device_is_cpu && args.backward_row == 0;
+    fp.why_not = !info.device_present ? "no GPU"
+                 : info.device_is_cpu ? "--backend cpu"
+                                      : "--backward-row runs one row";
+    for (const BackwardRowResult& r : backward)
+      if (r.row.target == Target::Device && r.row.verdict != Verdict::Skipped)
+        fp.exercised.insert(r.row.paths.begin(), r.row.paths.end());
+    families.push_back(std::move(fp));
+  }
+  if (args.rows.ikbo) {
+    FamilyPaths fp;
+    fp.family = PathFamily::Ikbo;
+    fp.checked = ik.cfg.device != nullptr && ik.cfg.device->name() != "cpu-reference";
+    fp.why_not = ik.cfg.device ? "--backend cpu" : ik.cfg.skip_reason;
+    for (const IkboRowResult& r : ikbo_rows)
+      for (const RowResult& row : r.rows)
+        if (row.target == Target::Device && row.verdict != Verdict::Skipped)
+          fp.exercised.insert(row.paths.begin(), row.paths.end());
+    families.push_back(std::move(fp));
+  }
+  const RowResult coverage = path_coverage_row(families);
+  std::cout << "\n";
+  print_path_coverage(std::cout, coverage);
+
   seconds.total = seconds_since(t0);
   info.seconds_total = seconds.total;
   std::cout << "\n";
   print_times(std::cout, args.rows, seconds);
+  if (args.rows.forward) std::cout << "  forward: " << runner.section_times().text() << "\n";
+  if (args.rows.backward) std::cout << "  backward: " << backward_sections.text() << "\n";
 
   const Totals totals = count_rows(results);
   const BackwardTotals btotals = count_backward_rows(backward);
@@ -335,10 +419,24 @@ int run(const VerifyArgs& args) {
     if (args.rows.backward) j["backward"] = backward_to_json(backward);
     if (args.rows.ikbo) j["ikbo"] = ikbo_rows_json(ik.cfg, ikbo_rows);
     j["totals"] = totals_json(totals, btotals, itotals, seconds);
+    j["totals"]["forward"]["sections"] = runner.section_times().to_json();
+    j["totals"]["backward"]["sections"] = backward_sections.to_json();
+    j["path_coverage"] = path_coverage_json(coverage);
+    if (!large.empty()) {
+      nlohmann::json lj = nlohmann::json::array();
+      for (const LargeTableRow& r : large)
+        lj.push_back({{"name", r.name}, {"verdict", to_string(r.row.verdict)},
+                      {"reason", r.row.reason}, {"seconds", r.row.seconds}, {"paths", r.row.paths}});
+      j["large_table"] = lj;
+    }
     json_file << j.dump(2) << "\n";
     if (!json_file) throw std::runtime_error("--json: writing '" + args.json_path + "' failed");
   }
-  if (totals.failed != 0 || btotals.failed != 0 || itotals.failed != 0) return 1;
+  bool large_failed = false;
+  for (const LargeTableRow& r : large) large_failed = large_failed || r.row.verdict == Verdict::Failed;
+  if (totals.failed != 0 || btotals.failed != 0 || itotals.failed != 0 ||
+      coverage.verdict == Verdict::Failed || large_failed)
+    return 1;
   if (args.require_gpu &&
       (info.device_is_cpu || totals.device_passed + btotals.device_passed == 0)) {
     std::cerr << "tbe-verify: --require-gpu: no GPU row was verified ("
@@ -350,16 +448,21 @@ int run(const VerifyArgs& args) {
 
 }  // namespace
 
-/// `tbe-verify replay DIR`: the reference and, when a GPU is visible, the CUDA backend.
+/// `tbe-verify replay DIR`: the reference and, when a GPU is visible, the CUDA backends (TBE and
+/// IKBO).
 int replay_with_gpu(const std::string& dir) {
   std::unique_ptr<tbe::Backend> gpu;
-  std::string no_gpu;
+  std::unique_ptr<tbe::ikbo::IkboBackend> gpu_ikbo;
+  tbe::judge::ReplayDevices devices;
   try {
     gpu = tbe::select_backend(tbe::BackendKind::Cuda);
+    gpu_ikbo = tbe::select_ikbo_backend(tbe::BackendKind::Cuda);
   } catch (const tbe::Error& e) {
-    no_gpu = e.what();
+    devices.skip_reason = e.what();
   }
-  return tbe::judge::replay_case(dir, std::cout, gpu.get(), no_gpu);
+  devices.tbe = gpu.get();
+  devices.ikbo = gpu_ikbo.get();
+  return tbe::judge::replay_case(dir, std::cout, devices);
 }
 
 int main(int argc, char** argv) {
@@ -370,9 +473,9 @@ int main(int argc, char** argv) {
     const VerifyCommand& cmd = std::get<VerifyCommand>(parsed);
     switch (cmd.kind) {
       case VerifyCommand::Kind::Replay:
-        return replay_with_gpu(cmd.case_dir);
+        return replay_with_gpu(cmd.case_dirs.front());
       case VerifyCommand::Kind::Check:
-        return tbe::judge::check_case(cmd.case_dir, std::cout);
+        return tbe::judge::check_cases(cmd.case_dirs, std::cout);
       case VerifyCommand::Kind::Run:
         break;
     }

@@ -19,6 +19,14 @@ bool cuda_available() {
 #endif
 }
 
+std::size_t cuda_free_bytes() {
+#ifdef TBE_HAVE_CUDA
+  return cuda::device_free_bytes();
+#else
+  return 0;
+#endif
+}
+
 std::unique_ptr<Backend> select_backend(BackendKind kind) {
   switch (kind) {
     case BackendKind::Cpu:

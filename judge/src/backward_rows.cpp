@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <ostream>
 #include <set>
@@ -12,6 +13,9 @@
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
+#include "tbe/io/backward_case_file.h"
+#include "tbe/judge/case_commands.h"
+#include "tbe/judge/path_coverage.h"
 #include "tbe/judge/runner.h"
 #include "tbe/oracle/backward_oracle.h"
 #include "tbe/oracle/forward_oracle.h"
@@ -40,6 +44,45 @@ std::int64_t total_rows(const ForwardCase& fc) {
   std::int64_t n = 0;
   for (std::int64_t e : fc.rows) n += e;
   return n;
+}
+
+// Segment lengths laid out in the last feature's table, rows 0..9 (docs/backward.md "Routing"):
+// SL 255 / 256 / 257 around the default long-run threshold, 511..513 and 767..769 around the
+// chunk boundaries of 256, and one run of 4097 (17 chunks: many arrivals at the fused route's
+// fence). The feature's other lookups cycle over rows 10, 11, ... A slice too small for all of
+// them keeps the first ones that fit.
+constexpr std::int64_t kEdgeLengths[] = {255, 256, 257, 511, 512, 513, 767, 768, 769, 4097};
+
+void lay_segment_length_edges(ForwardCase& c) {
+  const std::int64_t T = c.num_features();
+  std::int64_t first_bag = (T - 1) * c.batch_size;
+  if (c.vbe_ranks > 0) {
+    first_bag = 0;
+    for (std::int64_t i = 0; i < (T - 1) * c.vbe_ranks; ++i) first_bag += c.vbe_batch_sizes[i];
+  }
+  const std::int64_t K = static_cast<std::int64_t>(std::size(kEdgeLengths));
+  const std::int64_t E = c.rows[c.feature_table_map[T - 1]];
+  std::int64_t q = c.offsets[first_bag];
+  const std::int64_t end = c.offsets.back();
+  for (std::int64_t k = 0; k < K; ++k)
+    for (std::int64_t j = 0; j < kEdgeLengths[k] && q < end; ++j) c.indices[q++] = k;
+  for (std::int64_t i = 0; q < end; ++q, ++i) c.indices[q] = K + i % (E - K);
+}
+
+// set(i, u) for i in [0, n), u the (i+1)-th uniform() of stream (seed, key): fixed chunks, each
+// starting its stream at its first element (Rng::advance), so the values are those of a serial
+// loop for any thread count.
+template <class Set>
+void fill_uniform(std::uint64_t seed, std::uint64_t key, std::int64_t n, Set&& set) {
+  constexpr std::int64_t kChunk = 1 << 16;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    Rng g(seed, key);
+    g.advance(static_cast<std::uint64_t>(c * kChunk));
+    const std::int64_t end = std::min(n, (c + 1) * kChunk);
+    for (std::int64_t i = c * kChunk; i < end; ++i) set(i, g.uniform());
+  }
 }
 
 // Builds the row's problem from the seed-large slice.
@@ -76,13 +119,14 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
       a.policy, a.weights, out,
       a.stochastic_rounding ? RoundingMode::Stochastic : RoundingMode::Nearest);
   in.fc = generate(spec);
+  lay_segment_length_edges(in.fc);
   ForwardProblem fp = in.fc.view();
 
   const OutputLayout layout = make_output_layout(fp);
   in.grad_output.assign(static_cast<std::size_t>(layout.numel) * dtype_size(out), std::byte{0});
-  Rng g(row_seed, kGradStream);
-  for (std::int64_t i = 0; i < layout.numel; ++i)
-    store_from_double(out, in.grad_output.data(), i, 2.0 * g.uniform() - 1.0);
+  fill_uniform(row_seed, kGradStream, layout.numel, [&](std::int64_t i, double u) {
+    store_from_double(out, in.grad_output.data(), i, 2.0 * u - 1.0);
+  });
 
   BackwardProblem& p = in.problem;
   p.forward = fp;
@@ -99,10 +143,9 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   p.options.sr_offset = 0;
   if (a.optimizer == OptimizerKind::ExactRowwiseAdagrad) {
     in.momentum.assign(static_cast<std::size_t>(total_rows(in.fc)), 0.0f);
-    if (a.momentum_nonzero) {
-      Rng m(row_seed, kMomentumStream);
-      for (float& v : in.momentum) v = static_cast<float>(0.5 * m.uniform());
-    }
+    if (a.momentum_nonzero)
+      fill_uniform(row_seed, kMomentumStream, static_cast<std::int64_t>(in.momentum.size()),
+                   [&](std::int64_t i, double u) { in.momentum[i] = static_cast<float>(0.5 * u); });
     p.momentum = in.momentum.data();
   }
 }
@@ -192,6 +235,85 @@ void add_report_checks(RowResult& row, const oracle::BackwardCheckReport& rep, c
     Check c{prefix + r.check, r.passed(), r.summary(), r};
     row.checks.push_back(std::move(c));
   }
+}
+
+/// One backward call of a row, kept so a failing row can be saved as a case folder: the inputs,
+/// the outputs it wrote or the error it raised (as a case folder names it).
+// One backward call of a row. Small-table rows (BackwardRowAxes::histogram) run the forward too:
+// saved counts as one training step, own counts as forward() then backward(); `fwd_out` gets the
+// forward's output and `fwd_paths` its paths.
+BackwardStats backward_step(Backend& dev, const BackwardProblem& p, BackwardResultBuffers& o,
+                            const BackwardStrategy& strategy, BackwardHistogram histogram,
+                            std::vector<std::byte>& fwd_out, std::vector<std::string>& fwd_paths) {
+  if (histogram == BackwardHistogram::Off) return dev.backward(p, o.outputs(), strategy);
+  fwd_out.assign(static_cast<std::size_t>(make_output_layout(p.forward).numel) *
+                     dtype_size(p.forward.options.policy.output),
+                 std::byte{0});
+  if (histogram == BackwardHistogram::Saved) {
+    TrainingStepStats st = dev.training_step(p, fwd_out.data(), o.outputs(), strategy);
+    fwd_paths = st.forward.paths;
+    return st.backward;
+  }
+  fwd_paths = dev.forward(p.forward, fwd_out.data()).paths;
+  return dev.backward(p, o.outputs(), strategy);
+}
+
+struct JudgedCall {
+  const BackwardInputs* in = nullptr;
+  BackwardResultBuffers* out = nullptr;
+  BackwardStrategy strategy;
+  BackwardHistogram histogram = BackwardHistogram::Off;
+  bool ran = false;
+  BackwardStats stats;
+  std::vector<std::byte> forward_output;   ///< small-table rows: the forward's output
+  std::vector<std::string> forward_paths;  ///< small-table rows: the forward's paths
+  std::optional<std::string> error;  ///< "bounds_check", "invalid_argument" or "device_error"
+  /// backward_step on *in into *out (a fresh copy); records the error it raises, then rethrows.
+  BackwardStats run(Backend& dev) {
+    ran = true;
+    try {
+      stats = backward_step(dev, in->problem, *out, strategy, histogram, forward_output,
+                            forward_paths);
+      return stats;
+    } catch (const BoundsCheckError&) {
+      error = "bounds_check";
+      throw;
+    } catch (const InvalidArgument&) {
+      error = "invalid_argument";
+      throw;
+    } catch (...) {
+      error = "device_error";
+      throw;
+    }
+  }
+};
+
+/// Writes the call as a backward case folder with its outputs (or error) recorded, expect pass.
+void write_backward_case(const std::string& dir, const JudgedCall& call, const std::string& name,
+                         const std::string& provenance, std::uint64_t seed,
+                         const std::string& implementation) {
+  io::BackwardCaseFile cf;
+  cf.name = name;
+  cf.provenance = provenance;
+  cf.seed = seed;
+  cf.problem.forward = call.in->fc;
+  cf.problem.grad_output = call.in->grad_output;
+  cf.problem.momentum = call.in->momentum;
+  cf.problem.options = call.in->problem.options;
+  cf.strategy = io::BackwardStrategyRecord{call.strategy, false};
+  io::BackwardRecordedOutputs r;
+  r.implementation = implementation;
+  if (call.error) {
+    r.error = call.error;
+  } else {
+    r.weights = call.out->weights;
+    if (!call.out->momentum.empty()) r.momentum = call.out->momentum;
+    if (!call.out->psw_grad.empty()) r.per_sample_weight_grad = call.out->psw_grad;
+    r.warnings = call.stats.warnings;
+  }
+  cf.recorded = std::move(r);
+  cf.expect = io::Expectation{"pass", ""};  // what the suite requires of the backend
+  io::write_case(dir, cf);
 }
 
 }  // namespace
@@ -309,11 +431,21 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   RowResult& row = res.row;
   row.target = cfg_.device ? Target::Device : Target::SelfCheck;
   const std::uint64_t row_seed = stable_hash(res.label) ^ (cfg_.seed * 0x9E3779B97F4A7C15ULL);
+  // What a failing row is saved from: the judged calls' inputs, outputs or errors.
+  BackwardInputs in, c12;
+  BackwardResultBuffers out, out12;
+  JudgedCall main_call, c12_call;
+  main_call.in = &in;
+  main_call.out = &out;
+  c12_call.in = &c12;
+  c12_call.out = &out12;
+  std::string implementation;
   try {
-    BackwardInputs in;
-    build_inputs(in, cfg_, a, row_seed);
+    times_.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
     const BackwardProblem& p = in.problem;
-    const oracle::BackwardEnclosures enc = oracle::compute_backward_enclosures(p);
+    BackwardReference fp64 = times_.time("reference", [&] { return backward_reference_fp64(p); });
+    const oracle::BackwardEnclosures enc = times_.time(
+        "enclosures", [&] { return oracle::compute_backward_enclosures(p, std::move(fp64)); });
     const BackwardReference& ref = enc.reference;
     for (std::int64_t sl : ref.transpose.run_lengths)
       res.max_segment_length = std::max(res.max_segment_length, sl);
@@ -326,35 +458,25 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     std::unique_ptr<Backend> cpu;
     if (!cfg_.device) cpu = make_reference_backend();
     Backend& dev = cfg_.device ? *cfg_.device : *cpu;
-    // Small-table rows run the forward too (BackwardRowAxes::histogram): saved counts as one
-    // training step, own counts as forward() then backward().
+    implementation = dev.name();
+    main_call.strategy = c12_call.strategy = strategy;
+    main_call.histogram = a.histogram;
     const bool small = a.histogram != BackwardHistogram::Off;
-    std::vector<std::byte> fwd_out;
-    std::vector<std::string> fwd_paths;
-    auto call = [&](BackwardResultBuffers& o) -> BackwardStats {
-      if (!small) return dev.backward(p, o.outputs(), strategy);
-      fwd_out.assign(static_cast<std::size_t>(make_output_layout(p.forward).numel) *
-                         dtype_size(p.forward.options.policy.output),
-                     std::byte{0});
-      if (a.histogram == BackwardHistogram::Saved) {
-        TrainingStepStats st = dev.training_step(p, fwd_out.data(), o.outputs(), strategy);
-        fwd_paths = st.forward.paths;
-        return st.backward;
-      }
-      fwd_paths = dev.forward(p.forward, fwd_out.data()).paths;
-      return dev.backward(p, o.outputs(), strategy);
-    };
-    BackwardResultBuffers out = fresh_outputs(in);
-    res.stats = call(out);
+    out = fresh_outputs(in);
+    res.stats = times_.time("backend", [&] { return main_call.run(dev); });
     row.paths = res.stats.paths;
+    const std::vector<std::byte>& fwd_out = main_call.forward_output;
     if (small) {
-      const oracle::CheckReport fr = oracle::check_forward(p.forward, fwd_out.data());
+      const oracle::CheckReport fr = times_.time(
+          "judge", [&] { return oracle::check_forward(p.forward, fwd_out.data()); });
       row.checks.push_back(Check{"forward.oracle", fr.passed(), fr.summary(), fr});
-      for (const std::string& path : fwd_paths)
+      for (const std::string& path : main_call.forward_paths)
         if (std::find(row.paths.begin(), row.paths.end(), path) == row.paths.end())
           row.paths.push_back(path);
     }
-    add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
+    times_.time("judge", [&] {
+      add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
+    });
 
     // Counters: the intended route ran, and the paths together covered every run and lookup.
     const BackwardPathCounters& c = res.stats.counters;
@@ -404,23 +526,26 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     }
     }
     if (a.deterministic) {
-      const std::vector<std::byte> first_fwd = fwd_out;
       BackwardResultBuffers again = fresh_outputs(in);
-      call(again);
+      std::vector<std::byte> again_fwd;
+      std::vector<std::string> again_paths;
+      times_.time("backend", [&] {
+        backward_step(dev, p, again, strategy, a.histogram, again_fwd, again_paths);
+      });
       const bool same = again.weights == out.weights && again.momentum == out.momentum &&
-                        again.psw_grad == out.psw_grad && fwd_out == first_fwd;
+                        again.psw_grad == out.psw_grad && again_fwd == fwd_out;
       row.checks.push_back(agreement("deterministic", same,
                                      same ? "second call bitwise identical"
                                           : "second call differs bitwise"));
     }
     if (a.stochastic_rounding) {
+      const auto t_sr = std::chrono::steady_clock::now();
       const auto z = oracle::stochastic_rounding_test(p, enc, out.weights.data());
       row.checks.push_back(agreement("sr.z_test", z.passed(), z.summary()));
-      BackwardInputs c12;
       build_c12(c12, a.weights, row_seed);
       const oracle::BackwardEnclosures enc12 = oracle::compute_backward_enclosures(c12.problem);
-      BackwardResultBuffers out12 = fresh_outputs(c12);
-      const BackwardStats st12 = dev.backward(c12.problem, out12.outputs(), strategy);
+      out12 = fresh_outputs(c12);
+      const BackwardStats st12 = c12_call.run(dev);
       for (const auto& path : st12.paths)
         if (std::find(row.paths.begin(), row.paths.end(), path) == row.paths.end())
           row.paths.push_back(path);
@@ -436,21 +561,53 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << ", expected 0.22..0.28)";
       row.checks.push_back(agreement("c12.sr", z12.passed() && frac >= 0.22 && frac <= 0.28,
                                      os.str()));
+      times_.add("sr tests", seconds_since(t_sr));
     }
     finish_row(row);
   } catch (const std::exception& e) {
     row.checks.push_back(agreement("error", false, std::string("unexpected error: ") + e.what()));
     finish_row(row);
   }
+  if (row.verdict == Verdict::Failed && !cfg_.save_failures_dir.empty()) {
+    if (saved_failures_ >= cfg_.save_failures_max) {
+      res.save_note = "not saved (--save-failures-max " + std::to_string(cfg_.save_failures_max) +
+                      " reached)";
+    } else {
+      // The C12 problem when only its checks failed (or its call raised), else the row's.
+      bool only_c12 = c12_call.ran;
+      for (const Check& ck : row.checks)
+        if (!ck.passed && ck.name.rfind("c12.", 0) != 0 && !(ck.name == "error" && c12_call.error))
+          only_c12 = false;
+      const JudgedCall& judged = only_c12 ? c12_call : main_call;
+      if (!judged.ran) {
+        res.save_note = "not saved (the row failed before its backward call)";
+      } else {
+        const std::string dir = cfg_.save_failures_dir + "/backward-row-" +
+                                std::to_string(row_index + 1) + (only_c12 ? "-c12" : "");
+        std::string failed;
+        for (const Check& ck : row.checks)
+          if (!ck.passed) failed += (failed.empty() ? "" : ", ") + ck.name;
+        std::ostringstream prov;
+        prov << "tbe-verify --rows backward: workload " << cfg_.workload << " slice T="
+             << cfg_.features << " B=" << cfg_.batch << " seed=" << cfg_.seed << ", row "
+             << row_index + 1 << " " << res.label << (only_c12 ? " (its C12 problem)" : "")
+             << ", " << to_string(row.target) << " row failed: " << failed;
+        try {
+          write_backward_case(dir, judged, res.label, prov.str(), cfg_.seed, implementation);
+          res.saved_case = dir;
+          ++saved_failures_;
+        } catch (const std::exception& e) {
+          res.save_note = std::string("saving the case failed: ") + e.what();
+        }
+      }
+    }
+  }
   row.seconds = seconds_since(t0);
   return res;
 }
 
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows) {
-  const char* required[] = {"bwd.short",    "bwd.long.chunked", "bwd.long.fused",      "bwd.sr",
-                            "bwd.psw_grad", "bwd.group.warp",   "bwd.group.block",
-                            "bwd.nondeterministic", "forward.small_table.mma", "bwd.small_table",
-                            "bwd.small_table.saved_counts"};
+  const std::vector<std::string>& required = required_paths(PathFamily::Backward);
   std::set<std::string> seen;
   bool any_device = false;
   for (const BackwardRowResult& r : rows) {
@@ -461,7 +618,7 @@ std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowRes
   std::vector<std::string> missing;
   // The requirement is on the whole design (a replayed single row exercises one route).
   if (!any_device || rows.size() != enumerate_backward_rows().size()) return missing;
-  for (const char* p : required)
+  for (const std::string& p : required)
     if (!seen.count(p)) missing.push_back(p);
   return missing;
 }
@@ -550,6 +707,11 @@ void print_backward_results(std::ostream& os, const std::vector<BackwardRowResul
       if (!c.passed) os << "  " << c.name << ": " << c.detail << "\n";
     if (!replay_prefix.empty())
       os << "  replay: " << replay_prefix << " --backward-row " << r.index + 1 << "\n";
+    if (!r.saved_case.empty())
+      os << "  replay case: " << replay_case_command(r.saved_case)
+         << "   (judge the saved outputs: " << check_case_command(r.saved_case) << ")\n";
+    else if (!r.save_note.empty())
+      os << "  case file: " << r.save_note << "\n";
   }
   const BackwardTotals t = count_backward_rows(rows);
   os << "\nbackward: " << t.passed << " passed, " << t.failed << " failed, " << t.skipped
@@ -579,6 +741,7 @@ nlohmann::json backward_to_json(const std::vector<BackwardRowResult>& rows) {
     for (const Check& ch : r.row.checks)
       checks.push_back({{"name", ch.name}, {"passed", ch.passed}, {"detail", ch.detail}});
     j["checks"] = checks;
+    if (!r.saved_case.empty()) j["replay_case"] = replay_case_command(r.saved_case);
     arr.push_back(j);
   }
   return arr;

@@ -1,25 +1,28 @@
-// tbe-verify replay / check on case folders.
+// tbe-verify replay / check on case folders: the dispatch on the operator, the check driver and
+// the forward case (backward: case_backward.cpp, IKBO: case_ikbo.cpp).
 #include "tbe/judge/case_commands.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <sstream>
+#include <variant>
 #include <vector>
 
+#include "case_internal.h"
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
+#include "tbe/io/any_case_file.h"
 #include "tbe/judge/forward_call.h"
 #include "tbe/judge/forward_judgement.h"
 #include "tbe/judge/poisoned_output.h"
 
 namespace tbe::judge {
-namespace {
+namespace detail {
 
-constexpr std::size_t kCanaryBytes = 256;
-
-std::string g17(double v) {
+std::string g9(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
@@ -49,18 +52,73 @@ std::string describe(const ForwardCase& c) {
 
 std::string worst_text(const oracle::CheckReport& r) {
   const oracle::ElementVerdict& w = r.worst;
+  const oracle::ElementCoord& c = w.where;
   std::ostringstream os;
-  if (w.where.lookup_row)
-    os << "lookup row " << w.where.row;
-  else
-    os << "feature " << w.where.feature << ", sample " << w.where.sample;
-  if (w.where.rank >= 0) os << ", rank " << w.where.rank;
-  os << ", column " << w.where.column << " (flat " << w.where.flat << "): value " << g17(w.value)
-     << ", enclosure [" << g17(w.enclosure.lo) << ", " << g17(w.enclosure.hi) << "], position "
-     << g17(w.position) << " radius" << (w.inside ? " (inside)" : " (outside)")
-     << ", FP64 reference " << g17(w.reference);
+  if (c.space == oracle::ElementCoord::Space::IkboLce) {
+    os << "candidate " << c.sample << ", m " << c.row << ", n " << c.column;
+  } else if (c.space == oracle::ElementCoord::Space::IkboAttention) {
+    os << "query row " << c.row << ", candidate " << c.sample << ", head " << c.head << ", d "
+       << c.column;
+  } else if (c.table_row) {  // backward: a weight (column >= 0) or momentum of (table, row)
+    os << "table " << c.feature << ", row " << c.row;
+  } else if (c.lookup_row) {
+    os << "lookup row " << c.row;
+  } else {
+    os << "feature " << c.feature << ", sample " << c.sample;
+  }
+  if (c.space == oracle::ElementCoord::Space::Tbe) {
+    if (c.rank >= 0) os << ", rank " << c.rank;
+    if (c.column >= 0) os << ", column " << c.column;
+  }
+  os << " (flat " << c.flat << "): value " << g9(w.value) << ", enclosure [" << g9(w.enclosure.lo)
+     << ", " << g9(w.enclosure.hi) << "], position " << g9(w.position) << " radius"
+     << (w.inside ? " (inside)" : " (outside)") << ", FP64 reference " << g9(w.reference);
   return os.str();
 }
+
+std::optional<oracle::CheckReport> worst_report(const std::vector<oracle::CheckReport>& reports) {
+  const oracle::CheckReport* worst = nullptr;
+  auto key = [](const oracle::CheckReport& r) {
+    const double a = std::abs(r.worst.position);
+    return std::isnan(a) ? HUGE_VAL : a;
+  };
+  for (const oracle::CheckReport& r : reports) {
+    if (r.elements == 0) continue;
+    if (!worst || (!r.passed() && worst->passed()) ||
+        (r.passed() == worst->passed() && key(r) > key(*worst)))
+      worst = &r;
+  }
+  if (!worst) return std::nullopt;
+  return *worst;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : "; ") + p;
+  return s;
+}
+
+std::string shell_quote(const std::string& s) {
+  bool plain = !s.empty();
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string("_./=,-+:@%").find(c) != std::string::npos))
+      plain = false;
+  if (plain) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+void print_case_header(std::ostream& os, const io::CaseFile& c) {
+  os << "case: " << (c.name.empty() ? "(unnamed)" : c.name) << "\n";
+  if (!c.provenance.empty()) os << "provenance: " << c.provenance << "\n";
+  os << "seed: " << c.seed << "\n";
+  os << "problem: " << describe(c.problem) << "\n";
+}
+
+namespace {
+
+constexpr std::size_t kCanaryBytes = 256;
 
 /// The outcome classes replay compares across sides (every error but a bounds or argument error
 /// is one class).
@@ -156,38 +214,10 @@ void print_side(std::ostream& os, const Side& s) {
   os << "\n";
 }
 
-std::string shell_quote(const std::string& s) {
-  bool plain = !s.empty();
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string("_./=,-+:@%").find(c) != std::string::npos))
-      plain = false;
-  if (plain) return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-void print_case_header(std::ostream& os, const io::CaseFile& c) {
-  os << "case: " << (c.name.empty() ? "(unnamed)" : c.name) << "\n";
-  if (!c.provenance.empty()) os << "provenance: " << c.provenance << "\n";
-  os << "seed: " << c.seed << "\n";
-  os << "problem: " << describe(c.problem) << "\n";
-}
-
 }  // namespace
 
-std::string replay_case_command(const std::string& dir) { return "tbe-verify replay " + shell_quote(dir); }
-std::string check_case_command(const std::string& dir) { return "tbe-verify check " + shell_quote(dir); }
-
-int replay_case(const std::string& dir, std::ostream& os, Backend* device,
-                const std::string& skip_reason) {
-  io::CaseFile c;
-  try {
-    c = io::read_case(dir);
-  } catch (const Error& e) {
-    os << "tbe-verify replay: cannot read the case: " << e.what() << "\n";
-    return kExitError;
-  }
+int replay_forward(const std::string& dir, io::CaseFile& c, std::ostream& os, Backend* device,
+                   const std::string& skip_reason) {
   os << replay_case_command(dir) << "\n";
   print_case_header(os, c);
   const ForwardProblem p = c.problem.view();
@@ -253,6 +283,98 @@ int replay_case(const std::string& dir, std::ostream& os, Backend* device,
   return cpu_ok && gpu_ok && agree ? kExitOk : kExitFailed;
 }
 
+}  // namespace detail
+
+using detail::join;
+using detail::print_case_header;
+using detail::shell_quote;
+using detail::worst_text;
+
+namespace {
+
+/// "oracle worst element[ (report)]: ..." (forward reports are not named: one output).
+std::string worst_line(const oracle::CheckReport& r) {
+  return "oracle worst element" + (r.check == "forward" ? std::string() : " (" + r.check + ")") +
+         ": " + worst_text(r);
+}
+
+/// `check` on a case already read.
+template <class Case>
+int check_read_case(const std::string& dir, Case& c, std::ostream& os) {
+  os << check_case_command(dir) << "\n";
+  print_case_header(os, c);
+  if (!c.recorded) {
+    os << "tbe-verify check: the case records no outputs (no \"recorded\" block); use "
+       << replay_case_command(dir) << "\n";
+    return kExitError;
+  }
+  os << "implementation: " << (c.recorded->implementation.empty() ? "(unnamed)" : c.recorded->implementation) << "\n";
+  std::optional<oracle::CheckReport> report;
+  std::string why;
+  bool pass = false;
+  try {
+    pass = judge_recorded(c, &report, &why, &os);
+  } catch (const std::exception& e) {
+    os << "tbe-verify check: cannot judge the case: " << e.what() << "\n";
+    return kExitError;
+  }
+  const io::Expectation expect = c.expect.value_or(io::Expectation{});
+  const std::string verdict = pass ? "pass" : "fail";
+  os << "verdict: " << verdict << "; expected: " << expect.verdict
+     << (c.expect ? "" : " (default)") << "\n";
+  if (expect.verdict == "fail") {
+    os << "rule the case names: " << expect.rule << "\n";
+    if (report) os << worst_line(*report) << "\n";
+  }
+  if (verdict == expect.verdict) {
+    os << "OK: the verdict is the expected one\n";
+    return kExitOk;
+  }
+  os << "MISMATCH: expected " << expect.verdict << ", got " << verdict
+     << (why.empty() ? "" : " (" + why + ")") << "\n";
+  if (report && expect.verdict == "pass") os << worst_line(*report) << "\n";
+  return kExitFailed;
+}
+
+}  // namespace
+
+std::string replay_case_command(const std::string& dir) { return "tbe-verify replay " + shell_quote(dir); }
+std::string check_case_command(const std::string& dir) { return "tbe-verify check " + shell_quote(dir); }
+
+int replay_case(const std::string& dir, std::ostream& os, const ReplayDevices& devices) {
+  io::AnyCaseFile c;
+  try {
+    c = io::read_any_case(dir);
+  } catch (const Error& e) {
+    os << "tbe-verify replay: cannot read the case: " << e.what() << "\n";
+    return kExitError;
+  }
+  try {
+    switch (io::case_operator(c)) {
+      case io::CaseOperator::Forward:
+        return detail::replay_forward(dir, std::get<io::CaseFile>(c), os, devices.tbe,
+                                      devices.skip_reason);
+      case io::CaseOperator::Backward:
+        return detail::replay_backward(dir, std::get<io::BackwardCaseFile>(c), os, devices.tbe,
+                                       devices.skip_reason);
+      case io::CaseOperator::IkboLce:
+        return detail::replay_lce(dir, std::get<io::LceCaseFile>(c), os, devices.ikbo,
+                                  devices.skip_reason);
+      case io::CaseOperator::IkboAttention:
+        return detail::replay_attention(dir, std::get<io::AttentionCaseFile>(c), os, devices.ikbo,
+                                        devices.skip_reason);
+    }
+  } catch (const std::exception& e) {
+    os << "tbe-verify replay: cannot judge the case: " << e.what() << "\n";
+  }
+  return kExitError;
+}
+
+int replay_case(const std::string& dir, std::ostream& os, Backend* device,
+                const std::string& skip_reason) {
+  return replay_case(dir, os, ReplayDevices{device, nullptr, skip_reason});
+}
+
 bool judge_recorded(io::CaseFile& c, std::optional<oracle::CheckReport>* report, std::string* why,
                     std::ostream* os) {
   const io::RecordedOutputs& r = *c.recorded;
@@ -294,50 +416,34 @@ bool judge_recorded(io::CaseFile& c, std::optional<oracle::CheckReport>* report,
         *os << "warnings: recorded " << *r.warnings << " == reference " << ex.warnings << "\n";
     }
   }
-  if (why) {
-    why->clear();
-    for (const auto& s : problems) *why += (why->empty() ? "" : "; ") + s;
-  }
+  if (why) *why = join(problems);
   if (os)
     for (const auto& s : problems) *os << "disagreement: " << s << "\n";
   return problems.empty();
 }
 
 int check_case(const std::string& dir, std::ostream& os) {
-  io::CaseFile c;
+  io::AnyCaseFile c;
   try {
-    c = io::read_case(dir);
+    c = io::read_any_case(dir);
   } catch (const Error& e) {
     os << "tbe-verify check: cannot read the case: " << e.what() << "\n";
     return kExitError;
   }
-  os << check_case_command(dir) << "\n";
-  print_case_header(os, c);
-  if (!c.recorded) {
-    os << "tbe-verify check: the case records no outputs (no \"recorded\" block); use "
-       << replay_case_command(dir) << "\n";
-    return kExitError;
+  return std::visit([&](auto& one) { return check_read_case(dir, one, os); }, c);
+}
+
+int check_cases(const std::vector<std::string>& dirs, std::ostream& os) {
+  std::int64_t as_expected = 0, mismatched = 0, unreadable = 0;
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    if (i > 0) os << "\n";
+    const int rc = check_case(dirs[i], os);
+    (rc == kExitOk ? as_expected : rc == kExitFailed ? mismatched : unreadable) += 1;
   }
-  os << "implementation: " << (c.recorded->implementation.empty() ? "(unnamed)" : c.recorded->implementation) << "\n";
-  std::optional<oracle::CheckReport> report;
-  std::string why;
-  const bool pass = judge_recorded(c, &report, &why, &os);
-  const io::Expectation expect = c.expect.value_or(io::Expectation{});
-  const std::string verdict = pass ? "pass" : "fail";
-  os << "verdict: " << verdict << "; expected: " << expect.verdict
-     << (c.expect ? "" : " (default)") << "\n";
-  if (expect.verdict == "fail") {
-    os << "rule the case names: " << expect.rule << "\n";
-    if (report) os << "oracle worst element: " << worst_text(*report) << "\n";
-  }
-  if (verdict == expect.verdict) {
-    os << "OK: the verdict is the expected one\n";
-    return kExitOk;
-  }
-  os << "MISMATCH: expected " << expect.verdict << ", got " << verdict
-     << (why.empty() ? "" : " (" + why + ")") << "\n";
-  if (report && expect.verdict == "pass") os << "oracle worst element: " << worst_text(*report) << "\n";
-  return kExitFailed;
+  if (dirs.size() > 1)
+    os << "\ncheck: " << dirs.size() << " cases, " << as_expected << " as expected, " << mismatched
+       << " mismatched, " << unreadable << " unreadable\n";
+  return unreadable > 0 ? kExitError : mismatched > 0 ? kExitFailed : kExitOk;
 }
 
 }  // namespace tbe::judge

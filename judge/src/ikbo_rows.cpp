@@ -8,6 +8,8 @@
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
+#include "tbe/io/ikbo_case_file.h"
+#include "tbe/judge/case_commands.h"
 #include "tbe/judge/poisoned_output.h"
 #include "tbe/judge/runner.h"
 #include "tbe/oracle/ikbo_oracle.h"
@@ -49,10 +51,17 @@ std::uint64_t row_seed(const IkboConfig& cfg, const IkboRowSpec& s) {
   return cfg.seed * 0x9E3779B97F4A7C15ull + stable_hash(ikbo_label(s));
 }
 
-/// Runs `call(out)` on a poisoned buffer with canaries and judges it; then the bad-map check.
+/// What the judged call of a row returned, as a case folder records it.
+struct IkboCall {
+  std::optional<std::vector<std::byte>> output;
+  std::optional<std::string> error;  ///< "invalid_argument" or "device_error"
+};
+
+/// Runs `call(out)` on a poisoned buffer with canaries and judges it (its output or error kept in
+/// `captured`); then the bad-map check.
 template <class Problem, class Call, class Judge>
 RowResult run_target(Target target, const std::string& backend, const Problem& p, DType st,
-                     std::int64_t numel, Call&& call, Judge&& judge) {
+                     std::int64_t numel, Call&& call, Judge&& judge, IkboCall& captured) {
   RowResult row;
   row.target = target;
   row.paths.push_back(backend);
@@ -63,9 +72,11 @@ RowResult run_target(Target target, const std::string& backend, const Problem& p
     call(p, out.data());
   } catch (const std::exception& e) {
     ran = false;
+    captured.error = dynamic_cast<const InvalidArgument*>(&e) ? "invalid_argument" : "device_error";
     row.checks.push_back({"run", false, std::string("the backend threw: ") + e.what(), {}});
   }
   if (ran) {
+    captured.output = out.output();
     std::vector<double> values(static_cast<std::size_t>(numel));
     for (std::int64_t i = 0; i < numel; ++i) values[i] = load_as_double(st, out.data(), i);
     oracle::CheckReport rep = judge(values);
@@ -137,7 +148,8 @@ Verdict IkboRowResult::verdict() const {
   return passed ? Verdict::Passed : Verdict::Skipped;
 }
 
-IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec) {
+IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
+                           std::int64_t* saved_failures) {
   IkboRowResult res;
   res.spec = spec;
   res.label = ikbo_label(spec);
@@ -149,16 +161,59 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec) {
   skipped.verdict = Verdict::Skipped;
   skipped.reason = cfg.skip_reason;
 
+  IkboCall captured;
+  std::string implementation;
   auto run_all = [&](const auto& p, std::int64_t numel, auto&& call_on, auto&& judge) {
     if (cfg.device) {
+      implementation = cfg.device->name();
+      std::vector<std::string> device_paths;  // IkboBackend::last_paths of its successful calls
       res.rows.push_back(run_target(Target::Device, cfg.device->name(), p, spec.storage, numel,
-                                    [&](const auto& q, void* o) { call_on(*cfg.device, q, o); },
-                                    judge));
+                                    [&](const auto& q, void* o) {
+                                      call_on(*cfg.device, q, o);
+                                      const auto paths = cfg.device->last_paths();
+                                      device_paths.insert(device_paths.end(), paths.begin(),
+                                                          paths.end());
+                                    },
+                                    judge, captured));
+      add_paths(res.rows.back(), device_paths);
     } else {
+      implementation = reference->name();
       res.rows.push_back(skipped);
       res.rows.push_back(run_target(Target::SelfCheck, reference->name(), p, spec.storage, numel,
                                     [&](const auto& q, void* o) { call_on(*reference, q, o); },
-                                    judge));
+                                    judge, captured));
+    }
+  };
+  // A failing row as a case folder of its operator (`CaseFile` io::LceCaseFile or
+  // io::AttentionCaseFile holding `problem`).
+  auto save = [&](auto cf, const auto& problem) {
+    if (res.verdict() != Verdict::Failed || cfg.save_failures_dir.empty() || !saved_failures)
+      return;
+    if (*saved_failures >= cfg.save_failures_max) {
+      res.save_note = "not saved (--save-failures-max " + std::to_string(cfg.save_failures_max) +
+                      " reached)";
+      return;
+    }
+    std::string failed;
+    for (const RowResult& row : res.rows)
+      for (const Check& ck : row.checks)
+        if (!ck.passed) failed += (failed.empty() ? "" : ", ") + ck.name;
+    cf.name = res.label;
+    cf.provenance = "tbe-verify --rows ikbo --seed " + std::to_string(cfg.seed) +
+                    " --ikbo-rounding " + ikbo::to_string(cfg.lce_rounding) + ": row " +
+                    res.label + " (" + res.shape + ") failed: " + failed;
+    cf.seed = seed;
+    cf.problem = problem;
+    cf.recorded = io::IkboRecordedOutput{implementation, captured.output, captured.error};
+    cf.expect = io::Expectation{"pass", ""};  // what the suite requires of the backend
+    const std::string dir = cfg.save_failures_dir + "/ikbo-" + to_string(spec.op) + "-" +
+                            tbe::to_string(spec.storage) + "-" + ikbo::to_string(spec.map);
+    try {
+      io::write_case(dir, cf);
+      res.saved_case = dir;
+      ++*saved_failures;
+    } catch (const std::exception& e) {
+      res.save_note = std::string("saving the case failed: ") + e.what();
     }
   };
 
@@ -175,6 +230,7 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec) {
     run_all(p, ikbo::lce_output_numel(p),
             [](ikbo::IkboBackend& be, const ikbo::LceProblem& q, void* o) { be.lce(q, o); },
             [&](const std::vector<double>& v) { return oracle::judge_lce(p, enc, v); });
+    save(io::LceCaseFile{}, c);
   } else {
     ikbo::AttentionShape sh =
         ikbo::named_attention_shape("ikbo-fa", cfg.attention_S, cfg.attention_batch);
@@ -193,6 +249,7 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec) {
               be.attention(q, o);
             },
             [&](const std::vector<double>& v) { return oracle::judge_attention(p, enc, v); });
+    save(io::AttentionCaseFile{}, c);
   }
   return res;
 }
@@ -227,8 +284,10 @@ void print_ikbo_rows(std::ostream& os, const IkboConfig& cfg,
       os << pad(to_string(r.spec.op), 11) << pad(tbe::to_string(r.spec.storage), 7)
          << pad(ikbo::to_string(r.spec.map), 26) << pad(to_string(row.target), 16)
          << pad(to_string(row.verdict), 9) << pad(worst, 9)
-         << (row.verdict == Verdict::Skipped ? std::string("-") : row.paths.front()) << "; "
-         << r.shape << "\n";
+         << (row.verdict == Verdict::Skipped ? std::string("-") : row.paths.front());
+      for (std::size_t i = 1; i < row.paths.size(); ++i)  // the kernels that ran
+        os << (i == 1 ? " [" : " ") << row.paths[i] << (i + 1 == row.paths.size() ? "]" : "");
+      os << "; " << r.shape << "\n";
     }
   bool any = false;
   for (const IkboRowResult& r : results)
@@ -241,6 +300,11 @@ void print_ikbo_rows(std::ostream& os, const IkboConfig& cfg,
         if (!c.passed) os << "      " << c.name << ": " << c.detail << "\n";
       os << "      replay: tbe-verify --rows ikbo --seed " << cfg.seed << " --ikbo-rounding "
          << ikbo::to_string(cfg.lce_rounding) << (cfg.device ? "" : " --backend cpu") << "\n";
+      if (!r.saved_case.empty())
+        os << "      replay case: " << replay_case_command(r.saved_case)
+           << "   (judge the saved outputs: " << check_case_command(r.saved_case) << ")\n";
+      else if (!r.save_note.empty())
+        os << "      case file: " << r.save_note << "\n";
     }
   const IkboTotals t = count_ikbo_rows(results);
   os << "ikbo rows: " << t.passed << " passed, " << t.failed << " failed, " << t.skipped
@@ -266,13 +330,17 @@ nlohmann::json ikbo_rows_json(const IkboConfig& cfg, const std::vector<IkboRowRe
                {"map", ikbo::to_string(r.spec.map)},
                {"shape", r.shape},
                {"verdict", to_string(r.verdict())}};
+    if (!r.saved_case.empty()) jr["replay_case"] = replay_case_command(r.saved_case);
     json targets = json::array();
     for (const RowResult& row : r.rows) {
       json jt = {{"target", to_string(row.target)},
                  {"verdict", to_string(row.verdict)},
                  {"seconds", row.seconds}};
       if (!row.reason.empty()) jt["reason"] = row.reason;
-      if (!row.paths.empty()) jt["backend"] = row.paths.front();
+      if (!row.paths.empty()) {
+        jt["backend"] = row.paths.front();
+        jt["paths"] = std::vector<std::string>(row.paths.begin() + 1, row.paths.end());
+      }
       json checks = json::array();
       for (const Check& c : row.checks) {
         json jc = {{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}};

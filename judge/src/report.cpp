@@ -141,9 +141,9 @@ void print_header(std::ostream& os, const RunInfo& info) {
           "(2 summation orders per case),\n"
        << "  plus reference invariants (repair count = max-scan count, FATAL first offender).\n";
   }
-  os << "workload : " << s.name << " T=" << s.T << " E=" << s.E << " D=" << s.D << " L=" << s.L
-     << " B=" << s.B << " (" << distribution_text(s) << ", " << s.T * s.B << " bags, "
-     << s.T * s.B * s.L << " lookups)\n";
+  os << "workload : " << s.name << " E=" << s.E << " L=" << s.L << " B=" << s.B << " ("
+     << distribution_text(s) << "), as one base per weight type: 12 features over 10 tables, D "
+        "1..2048 mixed, E and L per table (docs/workloads.md \"tbe-verify's matrix bases\")\n";
   os << "           pooling=none cases use the first " << info.sequence_samples
      << " samples of each feature (ceil(B/L): the [N, D] output matches the pooled output's "
         "size)\n";

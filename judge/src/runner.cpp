@@ -16,6 +16,7 @@
 #include "tbe/forward.h"
 #include "tbe/io/case_file.h"
 #include "tbe/judge/forward_call.h"
+#include "tbe/judge/matrix_workload.h"
 #include "tbe/judge/poisoned_output.h"
 #include "tbe/oracle/policy_emulation.h"
 
@@ -39,25 +40,33 @@ struct Lookups {
   std::int64_t batch_size = 0;          // B (non-VBE)
   std::vector<std::int32_t> vbe_sizes;  // [T·R] feature-major, or empty
   std::int32_t ranks = 0;
+  std::vector<std::int32_t> feature_table_map;  // [T] of these lookups' features
+  std::vector<std::int64_t> rows_of_feature;    // [T] E_t of each feature's table
   std::int64_t num_bags() const { return static_cast<std::int64_t>(offsets.size()) - 1; }
+  std::int64_t num_features() const { return static_cast<std::int64_t>(feature_table_map.size()); }
 };
 
-// Keeps the first counts[f] bags of each feature of a non-VBE source with B bags per feature;
-// the kept bags of a feature stay consecutive and feature-major. counts[f] <= B.
-Lookups take_leading_bags(const Lookups& src, std::int64_t T, std::int64_t B,
+// Keeps the first counts[j] bags of feature features[j] of a non-VBE source with B bags per
+// feature, in the order of `features`; the kept bags of a feature stay consecutive and
+// feature-major. counts[j] <= B.
+Lookups take_leading_bags(const Lookups& src, std::int64_t B,
+                          const std::vector<std::int32_t>& features,
                           const std::vector<std::int64_t>& counts) {
   Lookups out;
   std::int64_t total_bags = 0, total_lookups = 0;
-  for (std::int64_t f = 0; f < T; ++f) {
-    total_bags += counts[f];
-    total_lookups += src.offsets[f * B + counts[f]] - src.offsets[f * B];
+  for (std::size_t j = 0; j < features.size(); ++j) {
+    const std::int64_t f = features[j];
+    total_bags += counts[j];
+    total_lookups += src.offsets[f * B + counts[j]] - src.offsets[f * B];
+    out.feature_table_map.push_back(src.feature_table_map[f]);
+    out.rows_of_feature.push_back(src.rows_of_feature[f]);
   }
   out.indices.reserve(static_cast<std::size_t>(total_lookups));
   out.weights.reserve(static_cast<std::size_t>(total_lookups));
   out.offsets.reserve(static_cast<std::size_t>(total_bags + 1));
   out.offsets.push_back(0);
-  for (std::int64_t f = 0; f < T; ++f) {
-    const std::int64_t first = f * B, n = counts[f];
+  for (std::size_t j = 0; j < features.size(); ++j) {
+    const std::int64_t first = features[j] * B, n = counts[j];
     const std::int64_t s = src.offsets[first];
     const std::int64_t e = src.offsets[first + n];
     const std::int64_t rebase = static_cast<std::int64_t>(out.indices.size()) - s;
@@ -88,7 +97,9 @@ Lookups derive_vbe(const Lookups& src, std::int64_t T, std::int64_t B, std::uint
       counts[f] += n;
     }
   }
-  Lookups out = take_leading_bags(src, T, B, counts);
+  std::vector<std::int32_t> all(static_cast<std::size_t>(T));
+  for (std::int64_t f = 0; f < T; ++f) all[f] = static_cast<std::int32_t>(f);
+  Lookups out = take_leading_bags(src, B, all, counts);
   out.batch_size = 0;
   out.vbe_sizes = std::move(sizes);
   out.ranks = R;
@@ -174,10 +185,20 @@ struct DeviceCapture {
   std::vector<std::byte> output;    // [numel] elements of the output type, or empty
 };
 
-Check judge_output(const std::string& name, const ForwardProblem& p, const PoisonedOutput& out) {
+Check judge_output(const std::string& name, const ForwardProblem& p, const PoisonedOutput& out,
+                   SectionTimes& times) {
   Check c;
   c.name = name;
-  oracle::CheckReport report = oracle::check_forward(p, out.data());
+  const oracle::ForwardEnclosures enc =
+      times.time("enclosures", [&] { return oracle::compute_forward_enclosures(p); });
+  oracle::CheckReport report = times.time("judge", [&] {
+    const DType out_t = p.options.policy.output;
+    std::vector<double> values(static_cast<std::size_t>(enc.layout.numel));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < enc.layout.numel; ++i)
+      values[i] = load_as_double(out_t, out.data(), i);
+    return oracle::judge_forward(p, enc, values);
+  });
   c.passed = report.passed();
   c.detail = report.summary();
   c.report = std::move(report);
@@ -232,7 +253,7 @@ struct Runner::Impl {
   DType base_dtype = DType::F32;
   Lookups full;  // base lookups, non-VBE, B samples per feature
   std::map<std::pair<bool, bool>, Lookups> variants;  // (sequence slice, vbe) -> lookups
-  std::vector<std::int64_t> rows_of_feature;          // E_t of each feature's table
+  std::vector<std::int32_t> sequence_features;        // features of the pooling=none variant
   std::int64_t max_rows = 0;
 };
 
@@ -344,10 +365,10 @@ std::int64_t count_bad_indices(const Lookups& l, const std::vector<std::int64_t>
 
 void device_forward_valid(Backend& dev, const ForwardProblem& p, const ForwardStrategy& strategy,
                           std::int64_t expected_warnings, const std::string& prefix,
-                          RowResult& row, DeviceCapture& cap) {
+                          RowResult& row, DeviceCapture& cap, SectionTimes& times) {
   const OutputLayout layout = make_output_layout(p);
   PoisonedOutput out(p.options.policy.output, layout.numel);
-  cap.call = call_forward(dev, p, strategy, out.data());
+  cap.call = times.time("backend", [&] { return call_forward(dev, p, strategy, out.data()); });
   if (!cap.call->ok()) {
     row.checks.push_back(
         agreement(prefix + "forward", false, "unexpected error: " + cap.call->what));
@@ -364,20 +385,20 @@ void device_forward_valid(Backend& dev, const ForwardProblem& p, const ForwardSt
       prefix + "warnings", stats.warnings == expected_warnings,
       "expected " + std::to_string(expected_warnings) + ", got " + std::to_string(stats.warnings)));
   guarded(row.checks, prefix + "oracle",
-          [&] { row.checks.push_back(judge_output(prefix + "oracle", p, out)); });
+          [&] { row.checks.push_back(judge_output(prefix + "oracle", p, out, times)); });
 }
 
 void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fused, RowResult& row,
-                DeviceCapture& cap_primary, DeviceCapture& cap_malformed) {
+                DeviceCapture& cap_primary, DeviceCapture& cap_malformed, SectionTimes& times) {
   ForwardStrategy strategy;
   strategy.fused_bounds_check = fused;
   const ForwardProblem& p = prep.primary;
   const bool repairs = c.bounds == BoundsCheckMode::Warning || c.bounds == BoundsCheckMode::Ignore;
   if (repairs) {
     guarded(row.checks, "repair", [&] {
-      const RepairResult ref = tbe::repair(p);
+      const RepairResult ref = times.time("reference", [&] { return tbe::repair(p); });
       row.warnings_expected = ref.warnings;
-      const RepairResult got = dev.repair(p);
+      const RepairResult got = times.time("backend", [&] { return dev.repair(p); });
       std::string why;
       const bool same = same_repair(ref, got, &why);
       row.checks.push_back(agreement("repair", same,
@@ -387,20 +408,22 @@ void device_row(Backend& dev, const CaseAxes& c, const Prepared& prep, bool fuse
     });
   }
   device_forward_valid(dev, p, strategy, row.warnings_expected,
-                       c.bounds == BoundsCheckMode::Fatal ? "valid." : "", row, cap_primary);
+                       c.bounds == BoundsCheckMode::Fatal ? "valid." : "", row, cap_primary, times);
   if (c.bounds != BoundsCheckMode::Fatal) return;
 
   // FATAL, malformed: both sides throw BoundsCheckError naming the same first offender.
   const ForwardProblem& bad = *prep.malformed;
   std::optional<BoundsViolation> expected;
-  guarded(row.checks, "malformed.reference", [&] { expected = find_first_violation(bad); });
+  guarded(row.checks, "malformed.reference",
+          [&] { expected = times.time("reference", [&] { return find_first_violation(bad); }); });
   if (!expected) {
     row.checks.push_back(agreement("malformed.reference", false,
                                    "the malformed copy has no violation (injection failed)"));
     return;
   }
   PoisonedOutput out(bad.options.policy.output, make_output_layout(bad).numel);
-  cap_malformed.call = call_forward(dev, bad, strategy, out.data());
+  cap_malformed.call =
+      times.time("backend", [&] { return call_forward(dev, bad, strategy, out.data()); });
   const ForwardCall& call = *cap_malformed.call;
   std::string got;
   bool ok = false;
@@ -450,7 +473,7 @@ std::vector<oracle::EmulationOptions> emulations_for(const CaseAxes& c, std::uin
 
 void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
               const Lookups* malformed, const std::vector<std::int64_t>& rows_of_feature,
-              std::uint64_t seed, RowResult& row) {
+              std::uint64_t seed, RowResult& row, SectionTimes& times) {
   const ForwardProblem& p = prep.primary;
   const OutputLayout layout = make_output_layout(p);
   const bool repairs = c.bounds == BoundsCheckMode::Warning || c.bounds == BoundsCheckMode::Ignore;
@@ -493,7 +516,9 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
 
   // The enclosures, computed once, judge every CPU output of this case.
   std::optional<oracle::ForwardEnclosures> enc;
-  guarded(row.checks, "oracle.enclosures", [&] { enc = oracle::compute_forward_enclosures(p); });
+  guarded(row.checks, "oracle.enclosures", [&] {
+    enc = times.time("enclosures", [&] { return oracle::compute_forward_enclosures(p); });
+  });
   auto judge = [&](const std::string& name, std::span<const double> values) {
     Check check;
     check.name = name;
@@ -508,7 +533,8 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
   // equal the repair's.
   guarded(row.checks, "oracle.reference", [&] {
     PoisonedOutput out(p.options.policy.output, layout.numel);
-    const ForwardStats stats = forward_reference(p, out.data());
+    const ForwardStats stats =
+        times.time("reference", [&] { return forward_reference(p, out.data()); });
     add_paths(row, stats.paths);
     row.warnings_got = stats.warnings;
     row.checks.push_back(agreement("warnings", stats.warnings == row.warnings_expected,
@@ -532,7 +558,9 @@ void self_row(const CaseAxes& c, const Prepared& prep, const Lookups& primary,
     for (const oracle::EmulationOptions& eo : emulations_for(c, seed)) {
       const std::string name = "oracle.emulate[" + oracle::to_string(eo.order) + "]";
       guarded(row.checks, name, [&] {
-        Check check = judge(name, oracle::emulate_forward(p, eo));
+        const std::vector<double> emulated =
+            times.time("emulations", [&] { return oracle::emulate_forward(p, eo); });
+        Check check = times.time("judge", [&] { return judge(name, emulated); });
         check.detail = oracle::to_string(eo) + ": " + check.detail;
         row.checks.push_back(std::move(check));
       });
@@ -598,6 +626,15 @@ CaseResult Runner::run(const CaseAxes& c) {
     im.base.reset();
     im.variants.clear();
     WorkloadSpec spec = spec_;
+    if (cfg_.custom_spec) {
+      im.sequence_features.clear();  // a custom spec's features share one D
+      for (std::int32_t f = 0; f < static_cast<std::int32_t>(spec.T); ++f)
+        im.sequence_features.push_back(f);
+    } else {
+      MatrixBase mb = matrix_base(spec_, c.precision.weights);
+      spec = std::move(mb.spec);
+      im.sequence_features = std::move(mb.sequence_features);
+    }
     spec.options.policy = make_policy(PolicyKind::SeedDefault, c.precision.weights, DType::F32);
     im.base = generate(spec);
     im.base_dtype = c.precision.weights;
@@ -610,13 +647,14 @@ CaseResult Runner::run(const CaseAxes& c) {
     im.base->indices.clear();
     im.base->offsets.clear();
     im.base->per_sample_weights.clear();
-    im.rows_of_feature.clear();
+    im.full.feature_table_map = im.base->feature_table_map;
     for (std::int32_t t : im.base->feature_table_map)
-      im.rows_of_feature.push_back(im.base->rows[t]);
+      im.full.rows_of_feature.push_back(im.base->rows[t]);
     im.max_rows = *std::max_element(im.base->rows.begin(), im.base->rows.end());
     generation_seconds_ += seconds_since(g0);
+    times_.add("generation", seconds_since(g0));
   }
-  const std::int64_t T = im.base->num_features();
+  const auto l0 = std::chrono::steady_clock::now();
   const std::int64_t B = im.full.batch_size;
 
   // Variant: sequence slice (pooling none) and/or VBE, cached per base.
@@ -624,12 +662,12 @@ CaseResult Runner::run(const CaseAxes& c) {
   const auto key = std::make_pair(sequence, c.vbe);
   if (!im.variants.count(key)) {
     const std::int64_t samples = sequence ? sequence_samples() : B;
-    Lookups v = samples == B ? im.full
-                             : take_leading_bags(
-                                   im.full, T, B,
-                                   std::vector<std::int64_t>(static_cast<std::size_t>(T), samples));
+    Lookups v = !sequence ? im.full
+                          : take_leading_bags(im.full, B, im.sequence_features,
+                                              std::vector<std::int64_t>(
+                                                  im.sequence_features.size(), samples));
     v.batch_size = samples;
-    if (c.vbe) v = derive_vbe(v, T, samples, cfg_.seed);
+    if (c.vbe) v = derive_vbe(v, v.num_features(), samples, cfg_.seed);
     im.variants.emplace(key, std::move(v));
   }
   const Lookups& variant = im.variants.at(key);
@@ -654,6 +692,7 @@ CaseResult Runner::run(const CaseAxes& c) {
   ForwardProblem tables = im.base->view();
   Prepared prep;
   prep.primary.tables = tables.tables;
+  prep.primary.tables.feature_table_map = primary.l.feature_table_map;  // the variant's features
   prep.primary.lookups = primary.view();
   prep.primary.options.pooling = c.pooling;
   prep.primary.options.bounds_check = c.bounds;
@@ -665,13 +704,14 @@ CaseResult Runner::run(const CaseAxes& c) {
   }
   const bool fused = ((stable_hash(result.label) >> 8) & 1) == 0;
   result.input.fused_bounds_check = fused;
+  times_.add("lookups", seconds_since(l0));
 
   RowResult device;
   device.target = Target::Device;
   DeviceCapture cap_primary, cap_malformed;
   if (cfg_.device) {
     const auto r0 = std::chrono::steady_clock::now();
-    device_row(*cfg_.device, c, prep, fused, device, cap_primary, cap_malformed);
+    device_row(*cfg_.device, c, prep, fused, device, cap_primary, cap_malformed, times_);
     finish_row(device);
     device.seconds = seconds_since(r0);
   } else {
@@ -684,8 +724,8 @@ CaseResult Runner::run(const CaseAxes& c) {
     RowResult self;
     self.target = Target::SelfCheck;
     const auto r0 = std::chrono::steady_clock::now();
-    self_row(c, prep, primary.l, malformed ? &malformed->l : nullptr, im.rows_of_feature, cfg_.seed,
-             self);
+    self_row(c, prep, primary.l, malformed ? &malformed->l : nullptr, primary.l.rows_of_feature,
+             cfg_.seed, self, times_);
     finish_row(self);
     self.seconds = seconds_since(r0);
     result.rows.push_back(std::move(self));

@@ -87,6 +87,22 @@ inline constexpr DType kIndexTypes[] = {DType::I32, DType::I64};
 /// PaddedK instead for FP32 storage).
 inline constexpr DType kMmaStorageTypes[] = {DType::F16, DType::BF16};
 
+/// Storage of the IKBO attention kernel (mma.sync m16n8k16 on 16-bit operands; AttentionOp
+/// rejects FP32 storage in can_implement).
+inline constexpr DType kAttentionStorageTypes[] = {DType::F16, DType::BF16};
+/// Head dimensions Dh the IKBO attention kernel is compiled for (AttentionOp::can_implement
+/// rejects the others, naming Dh), and its keys per shared-memory tile (AttentionTuning).
+inline constexpr int kAttentionHeadDims[] = {64, 128};
+inline constexpr int kAttentionKeyBlocks[] = {64, 128};
+
+/// True if `v` is one of `set`.
+template <std::size_t N>
+constexpr bool contains(const int (&set)[N], int v) {
+  for (int x : set)
+    if (x == v) return true;
+  return false;
+}
+
 /// True if `t` is one of `set`.
 template <std::size_t N>
 constexpr bool contains(const DType (&set)[N], DType t) {

@@ -15,6 +15,7 @@
 
 #include "tbe/backward.h"
 #include "tbe/cuda/forward.h"
+#include "tbe/cuda/ikbo_attention.h"
 #include "tbe/cuda/ikbo_lce.h"
 
 namespace tbe::cuda::tuning {
@@ -212,6 +213,33 @@ struct LceStages {
   /// LtEpilogue: batch pointers aligned below this (TMA's need) run PaddedK instead (path
   /// "lce.lt-epilogue.unsupported(batch pointers N-byte aligned (< 16))").
   static constexpr std::uint32_t kLtMinAlignment = 16;
+};
+
+// ============================================================================================
+// IKBO attention
+// ============================================================================================
+
+/// The cross-attention forward (kernels/ikbo_attention_fwd.cuh, AttentionOp): FA2-style, one CTA
+/// per (block of kBlockRows query rows of one user's candidates, head); 8 warps of 16 rows each;
+/// K/V tiles of kKeyBlock keys in a 2-stage cp.async ring, Q in shared memory (ldmatrix per
+/// k-step, not held in registers: that keeps the Dh = 128 kernel at <= 128 registers for 2 CTAs
+/// per SM). The kernel's index arithmetic assumes these values (it static_asserts them).
+struct AttentionMmaSync {
+  /// Query rows per CTA (whole or partial candidates of one user: each K/V tile in shared memory
+  /// serves all of them). Matches detail::kAttentionBlockRows, which the grouping uses.
+  static constexpr int kBlockRows = 128;
+  static constexpr int kThreads = 256;  ///< 8 warps × 16 rows
+  /// Keys per shared-memory tile: AttentionTuning::key_block (64 default; 128 compiled as the
+  /// alternative, dispatch/dispatch.h kAttentionKeyBlocks, drawn by the tests, case C21).
+  static constexpr int kDefaultKeyBlock = AttentionTuning{}.key_block;
+  static_assert(kDefaultKeyBlock == 64, "the default key block must be a compiled variant");
+  /// __launch_bounds__ minimum resident CTAs per SM: 2 (Q 32 KB + 2 stages × (K, V) 64 KB = 96 KB
+  /// of shared memory at Dh = 128, key block 64), 1 for Dh = 128 with key block 128 (160 KB).
+  static constexpr int min_blocks_per_sm(int dh, int key_block) {
+    return dh == 128 && key_block == 128 ? 1 : 2;
+  }
+  /// Threads per block of the grouping's element-wise kernels (iota, per-run blocks).
+  static constexpr int kGroupingThreads = 256;
 };
 
 }  // namespace tbe::cuda::tuning

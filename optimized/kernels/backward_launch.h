@@ -69,6 +69,7 @@ struct LinearizeArgs {
   double* pos_scale = nullptr;          ///< [N] (PositionScaled) c_p = w_p / L (MEAN) or w_p
   DeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
 /// Everything the run kernels (short runs, long-run chunks, long-run apply) read.
@@ -131,6 +132,7 @@ struct RunArgs {
   // --- launch geometry ---
   std::int32_t group_size = tuning::kWarpThreads;  ///< threads per run: 1..32 (warp groups) or 64..512 (block)
   std::int32_t grid = 0;                ///< persistent grid (blocks)
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
 /// Per-sample-weight gradient (kernels/backward_psw_grad.cu): one group per lookup position.
@@ -153,6 +155,7 @@ struct PswGradArgs {
   float* out = nullptr;                 ///< [N]
   std::int32_t group_size = tuning::kWarpThreads;
   const unsigned long long* abort_key = nullptr;
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
 struct RunTypes {

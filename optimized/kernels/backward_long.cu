@@ -28,10 +28,10 @@ __device__ __forceinline__ void reduce_partials(const RunArgs& a, const RunGroup
     return;
   }
   const Acc* part = static_cast<const Acc*>(a.partials);
-  for (std::uint32_t j = 0; j < lr.num_chunks; ++j) {
+  for (std::uint32_t j = 0; j < TBE_MUTANT_SWAP(a, kBwdChunkPartialLost, lr.num_chunks - 1, lr.num_chunks); ++j) {
     const Acc* row = part + static_cast<std::int64_t>(lr.chunk_base + j) * a.row_stride + c;
 #pragma unroll
-    for (int v = 0; v < 4; ++v) total[v] += load_cg(row + v);
+    for (int v = 0; v < 4; ++v) total[v] += TBE_MUTANT_SWAP(a, kBwdChunkPartialDoubled, Acc(j == 0 ? 2 : 1) * load_cg(row + v), load_cg(row + v));
   }
 }
 
@@ -53,7 +53,7 @@ long_chunks_group_per_chunk(const RunArgs a) {
     const std::uint32_t run_begin = a.run_offsets[lr.run];
     const std::uint32_t run_end = run_begin + static_cast<std::uint32_t>(a.run_lengths[lr.run]);
     const std::uint32_t begin = run_begin + j * static_cast<std::uint32_t>(a.chunk_size);
-    const std::uint32_t end = min(run_end, begin + static_cast<std::uint32_t>(a.chunk_size));
+    const std::uint32_t end = min(run_end, TBE_MUTANT_SWAP(a, kBwdChunkEndOffByOne, begin + static_cast<std::uint32_t>(a.chunk_size) - 1u, begin + static_cast<std::uint32_t>(a.chunk_size)));
     Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
     accumulate_sorted<Out, Acc, kBlock>(a, g, begin, end, t.dim, acc);
     const int c = g.glane * 4;
@@ -61,7 +61,7 @@ long_chunks_group_per_chunk(const RunArgs a) {
       if (a.deterministic) {
         Acc* row = static_cast<Acc*>(a.partials) + static_cast<std::int64_t>(ch) * a.row_stride + c;
 #pragma unroll
-        for (int v = 0; v < 4; ++v) row[v] = acc[v];
+        for (int v = 0; v < 4; ++v) row[v] = TBE_MUTANT_SWAP(a, kBwdFp16Partials, Acc(__half2float(__float2half_rn(static_cast<float>(acc[v])))), acc[v]);
       } else {
         Acc* row = static_cast<Acc*>(a.accumulators) + static_cast<std::int64_t>(slot) * a.row_stride + c;
 #pragma unroll
@@ -70,12 +70,12 @@ long_chunks_group_per_chunk(const RunArgs a) {
       }
     }
     if (!a.fused) continue;
-    __threadfence();  // this group's partial is visible device-wide before it is counted
+    TBE_MUTANT_SWAP(a, kBwdFusedFenceMissing, (void)0, __threadfence());  // this group's partial is visible device-wide before it is counted
     g.sync();
     unsigned prev = 0;
     if (g.glane == 0) prev = atomicAdd(&a.run_counters[slot], 1u);
     prev = g.broadcast(prev, 0);
-    if (prev + 1 != lr.num_chunks) continue;  // not the last chunk of the run
+    if (TBE_MUTANT_SWAP(a, kBwdFusedArrivalCount, prev, prev + 1) != lr.num_chunks) continue;  // not the last chunk of the run
     __threadfence();  // acquire: every other chunk's partial is visible
     const RowState st = load_row_state<W, kBlock>(a, g, key, t);
     Acc total[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};

@@ -70,7 +70,7 @@ __device__ __forceinline__ RowState load_row_state(const RunArgs& a, const RunGr
   const int D = t.dim;
   const int c = g.glane * 4;
   const int n = D - c < 4 ? (D - c > 0 ? D - c : 0) : 4;
-  const std::int64_t elem = t.elem_offset + (key - t.row_offset) * D;
+  const std::int64_t elem = t.elem_offset + TBE_MUTANT_SWAP(a, kBwdElemOffset32, static_cast<std::int32_t>(static_cast<std::uint32_t>(key - t.row_offset) * static_cast<std::uint32_t>(D)), (key - t.row_offset) * D);
   if (n > 0) load4<W>(static_cast<const W*>(a.weights_in) + elem + c, a.weights_vec, n, s.w);
   if (a.adagrad) s.momentum = a.momentum_in[key];
   return s;
@@ -84,9 +84,9 @@ __device__ __forceinline__ void apply_row(const RunArgs& a, const RunGroup<kBloc
                                           const RowState& st, const Acc (&acc)[4]) {
   const int D = t.dim;
   const std::int64_t row = key - t.row_offset;
-  const std::int64_t elem = t.elem_offset + row * D;
+  const std::int64_t elem = t.elem_offset + TBE_MUTANT_SWAP(a, kBwdElemOffset32, static_cast<std::int32_t>(static_cast<std::uint32_t>(row) * static_cast<std::uint32_t>(D)), row * D);
   const int c = g.glane * 4;
-  const int n = D - c < 4 ? (D - c > 0 ? D - c : 0) : 4;
+  const int n = D - c < 4 ? (D - c > 0 ? TBE_MUTANT_SWAP(a, kBwdTailOfDUnwritten, D - c - 1, D - c) : 0) : 4;
   float w[4] = {st.w[0], st.w[1], st.w[2], st.w[3]}, G[4], nw[4];
 #pragma unroll
   for (int v = 0; v < 4; ++v) G[v] = v < n ? static_cast<float>(acc[v]) : 0.0f;
@@ -102,10 +102,10 @@ __device__ __forceinline__ void apply_row(const RunArgs& a, const RunGroup<kBloc
       ss = __fadd_rn(ss, __fmul_rn(gp, gp));
     }
     ss = g.sum(ss);
-    const float m = __fadd_rn(st.momentum, __fdiv_rn(ss, static_cast<float>(D)));
-    const float mult = __fdiv_rn(a.lr, __fadd_rn(__fsqrt_rn(m), a.eps));
+    const float m = __fadd_rn(st.momentum, TBE_MUTANT_SWAP(a, kBwdMomentumFromSum, ss, __fdiv_rn(ss, static_cast<float>(D))));
+    const float mult = TBE_MUTANT_SWAP(a, kBwdEpsInsideSqrt, __fdiv_rn(a.lr, __fsqrt_rn(__fadd_rn(m, a.eps))), __fdiv_rn(a.lr, __fadd_rn(__fsqrt_rn(m), a.eps)));
     const float corr = l2 ? __fsub_rn(1.0f, __fmul_rn(mult, a.weight_decay))
-                          : decoupled ? __fsub_rn(1.0f, __fmul_rn(a.lr, a.weight_decay)) : 1.0f;
+                          : TBE_MUTANT_SWAP(a, kBwdDecoupledWdIgnored, false, decoupled) ? __fsub_rn(1.0f, __fmul_rn(a.lr, a.weight_decay)) : 1.0f;
 #pragma unroll
     for (int v = 0; v < 4; ++v) nw[v] = __fsub_rn(__fmul_rn(corr, w[v]), __fmul_rn(mult, G[v]));
     if (g.glane == 0) a.momentum_out[key] = m;
@@ -125,10 +125,10 @@ __device__ __forceinline__ void apply_row(const RunArgs& a, const RunGroup<kBloc
   W out[4];
   W* dst = static_cast<W*>(a.weights_out) + elem + c;
   if constexpr (sizeof(W) == 2) {
-    if (a.stochastic) {
+    if (TBE_MUTANT_SWAP(a, kBwdSrRoundNearest, false, a.stochastic)) {
 #pragma unroll
       for (int v = 0; v < 4; ++v)
-        out[v] = v < n ? round_stochastic<W>(nw[v], sr_uniform(a.sr_seed, a.sr_offset, elem + c + v))
+        out[v] = v < n ? round_stochastic<W>(nw[v], sr_uniform(a.sr_seed, TBE_MUTANT_SWAP(a, kBwdSrOffsetIgnored, 0ull, a.sr_offset), elem + c + v))
                        : W(0.0f);
       store4<W>(dst, a.weights_vec, n, out);
       return;

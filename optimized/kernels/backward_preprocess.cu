@@ -79,12 +79,12 @@ __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const Lineariz
         key = a.sentinel;
       }
     }
-    keys[p] = static_cast<Key>(key);
+    keys[p] = static_cast<Key>(TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, key < a.sentinel ? key | f << 40 : key, key));
     a.values[p] = static_cast<std::uint32_t>(a.value_kind == SortedValue::Bag ? k : p);
     if (scaled) {
-      const double w = a.per_sample_weights != nullptr ? static_cast<double>(a.per_sample_weights[p]) : 1.0;
+      const double w = TBE_MUTANT_SWAP(a, kBwdPswScaleIgnored, false, a.per_sample_weights != nullptr) ? static_cast<double>(a.per_sample_weights[p]) : 1.0;
       a.pos_bag[p] = static_cast<std::int32_t>(k);
-      a.pos_scale[p] = a.mean ? w / inv_len_num : w;
+      a.pos_scale[p] = TBE_MUTANT_SWAP(a, kBwdMeanScaleMissing, w, TBE_MUTANT_SWAP(a, kBwdMeanScaleDoubled, a.mean ? w / inv_len_num / inv_len_num : w, a.mean ? w / inv_len_num : w));
     }
   }
   if (bad != 0) atomicAdd(&a.counters->bad_indices, bad);
@@ -146,23 +146,23 @@ void sort_rle_t(int end_bit, std::int64_t n, std::int64_t max_runs, void* keys_i
 // --- router: one thread per run (grid-stride up to the device count R) ---
 __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
-  const std::int32_t R = *a.num_runs;
+  const std::int32_t R = TBE_MUTANT_SWAP(a, kBwdRleLastRunDropped, *a.num_runs - 1, *a.num_runs);
   unsigned long long short_runs = 0, short_lookups = 0, long_runs = 0, long_lookups = 0,
                      chunks = 0;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kBlock;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; i < R;
        i += stride) {
     const std::int64_t key = a.key32 ? static_cast<std::int64_t>(static_cast<const std::uint32_t*>(a.run_keys)[i])
-                                     : static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]);
+                                     : TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]) & ((std::int64_t{1} << 40) - 1), static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]));
     if (key >= a.sentinel) continue;
     const std::int32_t sl = a.run_lengths[i];
     if (histogram_owns(a, key, sl)) continue;  // updated by the small-table path
-    if (sl < a.long_threshold) {
+    if (TBE_MUTANT_SWAP(a, kBwdSlThresholdOffByOne, sl <= a.long_threshold, sl < a.long_threshold)) {
       ++short_runs;
       short_lookups += static_cast<unsigned long long>(sl);
       continue;
     }
-    const std::uint32_t nch = static_cast<std::uint32_t>((sl + a.chunk_size - 1) / a.chunk_size);
+    const std::uint32_t nch = static_cast<std::uint32_t>(TBE_MUTANT_SWAP(a, kBwdChunkCountFloor, sl / a.chunk_size, (sl + a.chunk_size - 1) / a.chunk_size));
     const std::uint32_t slot = atomicAdd(&a.counters->num_long, 1u);
     const std::uint32_t base = atomicAdd(&a.counters->num_chunks, nch);
     a.long_runs[slot] = LongRun{static_cast<std::uint32_t>(i), base, nch, 0};
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kBlock) expand_long_runs(const RunArgs a) {
           a.sorted_values[run_begin + j * static_cast<std::uint32_t>(a.chunk_size)];
       a.chunk_ids[lr.chunk_base + j] = lr.chunk_base + j;
     }
-    if (!a.deterministic) {
+    if (TBE_MUTANT_SWAP(a, kBwdAtomicAccumulatorNotZeroed, false, !a.deterministic)) {
       const std::int64_t words = static_cast<std::int64_t>(a.row_stride) * a.acc_size / 4;
       unsigned* row = static_cast<unsigned*>(a.accumulators) + s * words;
       for (std::int64_t w = lane; w < words; w += 32) row[w] = 0u;

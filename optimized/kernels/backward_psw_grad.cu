@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kRunBlock) psw_grad_group_per_position(const P
   }
   for (int o = G >> 1; o > 0; o >>= 1) dot += __shfl_xor_sync(mask, dot, o, G);
   if (glane == 0) {
-    if (a.mean) {
+    if (TBE_MUTANT_SWAP(a, kBwdPswGradMeanMissing, false, a.mean)) {
       const std::int64_t b0 = idx64 ? static_cast<const std::int64_t*>(a.offsets)[k]
                                     : static_cast<const std::int32_t*>(a.offsets)[k];
       const std::int64_t b1 = idx64 ? static_cast<const std::int64_t*>(a.offsets)[k + 1]

@@ -144,7 +144,7 @@ __device__ __forceinline__ void store4(T* p, bool vec, int n, const T (&x)[4]) {
 
 __device__ __forceinline__ std::int64_t run_key(const RunArgs& a, std::int64_t i) {
   return a.key32 ? static_cast<std::int64_t>(static_cast<const std::uint32_t*>(a.run_keys)[i])
-                 : static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]);
+                 : TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]) & ((std::int64_t{1} << 40) - 1), static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]));
 }
 
 /// Table of a linearized id (binary search over ascending row offsets).

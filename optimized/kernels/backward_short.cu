@@ -18,7 +18,7 @@ __global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock,
 short_runs_group_per_run(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
-  const std::int64_t R = *a.num_runs;
+  const std::int64_t R = TBE_MUTANT_SWAP(a, kBwdRleLastRunDropped, *a.num_runs - 1, *a.num_runs);
   // software pipeline: the next run's length, key and offset are in flight while this one runs
   std::int64_t i = g.gid;
   std::int32_t sl = 0;

@@ -51,10 +51,14 @@ __global__ void offsets_prepare(const Idx* __restrict__ o, std::int64_t num_offs
 
 template <class Idx>
 __global__ void count_bad_bags(const Idx* __restrict__ o, const Idx* __restrict__ r,
-                               std::int64_t num_bags, DeviceCounters* counters) {
+                               std::int64_t num_bags, DeviceCounters* counters TBE_MUTANT_PARAM(m)) {
   const std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= num_bags) return;
-  if (bag_repaired(o, r, k, num_bags)) atomicAdd(&counters->bad_bags, 1ull);
+  // The mutant misses bag 0 when only its start was repaired (docs/mutation.md).
+  const bool bad = TBE_MUTANT_SWAP(m, kBoundsFirstBagUncounted,
+                                   (k + 1 < num_bags && o[k + 1] != r[k + 1]),
+                                   bag_repaired(o, r, k, num_bags));
+  if (bad) atomicAdd(&counters->bad_bags, 1ull);
 }
 
 // One warp per bag of the repaired offsets.
@@ -64,7 +68,7 @@ __global__ void repair_indices_warp_per_bag(const Idx* __restrict__ indices,
                                             Idx* __restrict__ out, const FeatureMeta* features,
                                             const std::int64_t* feature_first_bag,
                                             std::int32_t num_features, std::int64_t num_bags,
-                                            bool count_bags, DeviceCounters* counters) {
+                                            bool count_bags, DeviceCounters* counters TBE_MUTANT_PARAM(m)) {
   const std::int64_t k = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (k >= num_bags) return;
@@ -79,7 +83,7 @@ __global__ void repair_indices_warp_per_bag(const Idx* __restrict__ indices,
     const std::int64_t i = indices[p];
     const bool bad = i < 0 || i >= E;
     bad_here += bad;
-    out[p] = bad ? Idx(0) : static_cast<Idx>(i);
+    out[p] = bad ? Idx(TBE_MUTANT_SWAP(m, kBoundsSeparateRepairToLastRow, E - 1, 0)) : static_cast<Idx>(i);
   }
   for (int d = 16; d > 0; d >>= 1) bad_here += __shfl_down_sync(0xffffffffu, bad_here, d);
   if (lane == 0 && bad_here != 0) atomicAdd(&counters->bad_indices, bad_here);
@@ -92,7 +96,7 @@ __global__ void fatal_check_warp_per_bag(const Idx* __restrict__ indices,
                                          const FeatureMeta* features,
                                          const std::int64_t* feature_first_bag,
                                          std::int32_t num_features, std::int64_t num_bags,
-                                         DeviceCounters* counters) {
+                                         DeviceCounters* counters TBE_MUTANT_PARAM(m)) {
   const std::int64_t k = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (k > num_bags) return;
@@ -110,7 +114,7 @@ __global__ void fatal_check_warp_per_bag(const Idx* __restrict__ indices,
   const std::int64_t E = features[f].rows;
   for (std::int64_t p = s + lane; p < e; p += 32) {
     const std::int64_t i = indices[p];
-    if (i < 0 || i >= E) {
+    if (i < 0 || TBE_MUTANT_SWAP(m, kBoundsFatalIndexOffByOne, i > E, i >= E)) {
       atomicMin(&counters->fatal_key, kFatalIndexBase + static_cast<unsigned long long>(p));
       break;  // later positions of this lane cannot be lower
     }
@@ -169,7 +173,7 @@ void launch_count_bad_bags(DType index, const void* offsets, const void* repaire
   dispatch::dispatch_index(index, kIndexArgument, [&](auto idx) {
     using Idx = dispatch::storage_t<decltype(idx)::value>;
     count_bad_bags<<<blocks_for(num_bags, kBlock), kBlock, 0, stream>>>(
-        static_cast<const Idx*>(offsets), static_cast<const Idx*>(repaired), num_bags, counters);
+        static_cast<const Idx*>(offsets), static_cast<const Idx*>(repaired), num_bags, counters TBE_MUTANT_ARG);
   });
   check_launch("count_bad_bags");
 }
@@ -186,7 +190,7 @@ void launch_repair_indices(DType index, const void* indices, const void* offsets
     repair_indices_warp_per_bag<<<blocks, kBlock, 0, stream>>>(
         static_cast<const Idx*>(indices), static_cast<const Idx*>(offsets),
         static_cast<const Idx*>(repaired_offsets), static_cast<Idx*>(repaired_indices), features,
-        feature_first_bag, num_features, num_bags, count_bags, counters);
+        feature_first_bag, num_features, num_bags, count_bags, counters TBE_MUTANT_ARG);
   });
   check_launch("repair_indices_warp_per_bag");
 }
@@ -200,7 +204,7 @@ void launch_fatal_check(DType index, const void* indices, const void* offsets,
     using Idx = dispatch::storage_t<decltype(idx)::value>;
     fatal_check_warp_per_bag<<<blocks, kBlock, 0, stream>>>(
         static_cast<const Idx*>(indices), static_cast<const Idx*>(offsets), num_indices, features,
-        feature_first_bag, num_features, num_bags, counters);
+        feature_first_bag, num_features, num_bags, counters TBE_MUTANT_ARG);
   });
   check_launch("fatal_check_warp_per_bag");
 }

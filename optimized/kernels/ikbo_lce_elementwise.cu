@@ -17,23 +17,23 @@ unsigned grid_for(std::int64_t work, std::int64_t per_block, unsigned cap) {
 }
 
 __global__ void lce_map_check_kernel(const std::int32_t* __restrict__ map, std::int64_t B,
-                                     std::int64_t U, unsigned long long* map_error) {
+                                     std::int64_t U, unsigned long long* map_error TBE_MUTANT_PARAM(m)) {
   for (std::int64_t b = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; b < B;
        b += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int32_t u = __ldg(map + b);
-    if (u < 0 || u >= U) atomicMin(map_error, static_cast<unsigned long long>(b));
+    if (u < 0 || TBE_MUTANT_SWAP(m, kLceMapCheckAcceptsU, u > U, u >= U)) atomicMin(map_error, static_cast<unsigned long long>(b));
   }
 }
 
 template <class E>
 __global__ void lce_pad_rows_kernel(const E* __restrict__ src, std::int64_t ld_src,
                                     E* __restrict__ dst, std::int64_t ld_dst, std::int64_t rows,
-                                    std::int64_t cols) {
+                                    std::int64_t cols TBE_MUTANT_PARAM(m)) {
   const std::int64_t n = rows * ld_dst;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / ld_dst, c = i - r * ld_dst;
-    dst[i] = c < cols ? src[r * ld_src + c] : E{};  // uint4{} is all zero bits
+    dst[i] = c < cols ? src[TBE_MUTANT_SWAP(m, kLcePadStrideConfused, r * ld_dst + c < rows * ld_src ? r * ld_dst + c : r * ld_src + c, r * ld_src + c)] : E{};  // uint4{} is all zero bits
   }
 }
 
@@ -46,13 +46,13 @@ template <class T, class C, class Uu, int VEC>
 __global__ void lce_gather_add_kernel(const C* __restrict__ cand, const Uu* __restrict__ user,
                                       const std::int32_t* __restrict__ map, T* __restrict__ out,
                                       std::int64_t B, std::int64_t MN,
-                                      const unsigned long long* map_error) {
+                                      const unsigned long long* map_error TBE_MUTANT_PARAM(m)) {
   if (fatal_aborted(map_error)) return;
   const std::int64_t e = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) * VEC;
   if (e >= MN) return;
   for (std::int64_t b = blockIdx.y; b < B; b += gridDim.y) {
     const C* cp = cand + b * MN + e;
-    const Uu* up = user != nullptr ? user + static_cast<std::int64_t>(__ldg(map + b)) * MN + e : nullptr;
+    const Uu* up = user != nullptr ? user + TBE_MUTANT_SWAP(m, kLceMapContiguous, static_cast<std::int64_t>(__ldg(map)) + b, static_cast<std::int64_t>(__ldg(map + b))) * MN + e : nullptr;
     float c[VEC], u[VEC];
     if constexpr (VEC == 1) {
       c[0] = to_float(cp[0]);
@@ -123,10 +123,10 @@ void gather_add_t(const LceGatherAddArgs& a, cudaStream_t s) {
                   static_cast<unsigned>(a.B < 65535 ? a.B : 65535));
   if (vec)
     lce_gather_add_kernel<T, C, Uu, kVec><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user,
-                                                                  out, a.B, a.MN, a.map_error);
+                                                                  out, a.B, a.MN, a.map_error TBE_MUTANT_ARG);
   else
     lce_gather_add_kernel<T, C, Uu, 1><<<grid, kBlock, 0, s>>>(cand, user, a.cand_to_user, out,
-                                                               a.B, a.MN, a.map_error);
+                                                               a.B, a.MN, a.map_error TBE_MUTANT_ARG);
   check_launch("lce gather-add");
 }
 
@@ -136,7 +136,7 @@ void launch_lce_map_check(const std::int32_t* cand_to_user, std::int64_t B, std:
                           unsigned long long* map_error, cudaStream_t stream) {
   if (B <= 0) return;
   lce_map_check_kernel<<<grid_for(B, kBlock, Policy::kMapCheckMaxBlocks), kBlock, 0, stream>>>(cand_to_user, B, U,
-                                                                         map_error);
+                                                                         map_error TBE_MUTANT_ARG);
   check_launch("lce map check");
 }
 
@@ -151,17 +151,17 @@ void launch_lce_pad_rows(const void* src, std::int64_t ld_src, void* dst, std::i
     const std::int64_t per = static_cast<std::int64_t>(16 / elem_bytes);
     lce_pad_rows_kernel<<<grid_for(rows * ld_dst / per, kBlock, Policy::kPadRows16MaxBlocks), kBlock, 0, stream>>>(
         static_cast<const uint4*>(src), ld_src / per, static_cast<uint4*>(dst), ld_dst / per, rows,
-        cols / per);
+        cols / per TBE_MUTANT_ARG);
     check_launch("lce pad rows (16-byte)");
     return;
   }
   const unsigned g = grid_for(rows * ld_dst, kBlock, Policy::kPadRowsMaxBlocks);
   if (elem_bytes == 2)
     lce_pad_rows_kernel<<<g, kBlock, 0, stream>>>(static_cast<const std::uint16_t*>(src), ld_src,
-                                                  static_cast<std::uint16_t*>(dst), ld_dst, rows, cols);
+                                                  static_cast<std::uint16_t*>(dst), ld_dst, rows, cols TBE_MUTANT_ARG);
   else
     lce_pad_rows_kernel<<<g, kBlock, 0, stream>>>(static_cast<const std::uint32_t*>(src), ld_src,
-                                                  static_cast<std::uint32_t*>(dst), ld_dst, rows, cols);
+                                                  static_cast<std::uint32_t*>(dst), ld_dst, rows, cols TBE_MUTANT_ARG);
   check_launch("lce pad weights");
 }
 

@@ -19,6 +19,7 @@
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
 #include "kernels/ikbo_lce_launch.h"
+#include "kernels/mma_sync.cuh"
 #include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
@@ -40,44 +41,6 @@ constexpr int kSmemBytes = kStages * (kAStage + kBStage) * 2;  // 80 KB
 /// 128 B line); B: [32 rows k][32 chunks of 8 n] (512 B rows).
 __device__ __forceinline__ int a_off(int m, int c) { return m * kBK + ((c ^ ((m >> 1) & 3)) << 3); }
 __device__ __forceinline__ int b_off(int k, int c) { return k * kBN + ((c ^ (k & 7)) << 3); }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-}
-
-template <class T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
-                                         unsigned b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
 
 /// Loads the k tile starting at k0 of candidate b into stage buffers sA, sB.
 /// kVecB: 16-byte cp.async of E_c chunks (N % 8 == 0, aligned); else scalar loads + shared stores.
@@ -124,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, Policy::kMinBlocksPerSm)
     lce_fused_kernel(const T* __restrict__ w, std::int64_t ld_w, const T* __restrict__ e,
                      const void* __restrict__ user_v, const std::int32_t* __restrict__ map,
                      T* __restrict__ out, std::int64_t B, int M, int N, int K, int m_tiles,
-                     const unsigned long long* map_error) {
+                     const unsigned long long* map_error TBE_MUTANT_PARAM(m)) {
   if (fatal_aborted(map_error)) return;
   extern __shared__ __align__(128) unsigned char lce_smem[];
   T* sA = reinterpret_cast<T*>(lce_smem);
@@ -135,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, Policy::kMinBlocksPerSm)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wm = warp >> 2, wn = warp & 3;
   const int m0 = (blockIdx.x % m_tiles) * kBM, n0 = (blockIdx.x / m_tiles) * kBN;
-  const int k_tiles = (K + kBK - 1) / kBK;
+  const int k_tiles = TBE_MUTANT_SWAP(m, kLceFusedKTailDropped, K / kBK, (K + kBK - 1) / kBK);
   const std::int64_t MN = static_cast<std::int64_t>(M) * N;
 
   for (std::int64_t b = blockIdx.y; b < B; b += gridDim.y) {
@@ -248,14 +211,14 @@ void launch_fused_t(const LceFusedArgs& a, cudaStream_t s) {
     return true;
   }();
   (void)configured;
-  const int m_tiles = static_cast<int>((a.M + kBM - 1) / kBM);
+  const int m_tiles = TBE_MUTANT_HOST(kLceFusedLastMTileDropped) ? (a.M >= kBM ? static_cast<int>(a.M / kBM) : 1) : static_cast<int>((a.M + kBM - 1) / kBM);
   const int n_tiles = static_cast<int>((a.N + kBN - 1) / kBN);
   const dim3 grid(static_cast<unsigned>(m_tiles * n_tiles),
                   static_cast<unsigned>(a.B < 65535 ? a.B : 65535));
   kernel<<<grid, kThreads, kSmemBytes, s>>>(
       static_cast<const T*>(a.w_c), a.ld_w, static_cast<const T*>(a.e_c), a.user, a.cand_to_user,
       static_cast<T*>(a.out), a.B, static_cast<int>(a.M), static_cast<int>(a.N),
-      static_cast<int>(a.K), m_tiles, a.map_error);
+      static_cast<int>(a.K), m_tiles, a.map_error TBE_MUTANT_ARG);
   check_launch("lce fused candidate GEMM");
 }
 

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "tbe/cuda/mutation.h"
 #include "tbe/types.h"
 
 namespace tbe::cuda::detail {

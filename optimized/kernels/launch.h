@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "dispatch/tuning.h"
+#include "tbe/cuda/mutation.h"
 #include "tbe/types.h"
 
 namespace tbe::cuda::detail {
@@ -69,6 +70,7 @@ struct PooledArgs {
   bool check_indices = false;             ///< fused bounds check: bad index -> row 0, counted
   DeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;  ///< FATAL: skip all work if != kFatalNone
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
 /// NONE (sequence) pooling: one group of threads per output row p in [0, N).
@@ -87,6 +89,7 @@ struct SequenceArgs {
   bool check_indices = false;
   DeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
 /// Type-level dispatch keys (src/forward_dispatch.cpp maps them to an instance through

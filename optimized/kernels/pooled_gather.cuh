@@ -92,9 +92,9 @@ struct PooledGather {
     const std::int64_t L = end - start;
     const int TS = kSlots * G;  // lookups per tile
 
-    for (int c0 = 0; c0 < D; c0 += G * VEC) {
+    for (int c0 = 0; c0 < TBE_MUTANT_SWAP(a, kFwdColumnChunkTailDropped, D > G * VEC ? D / (G * VEC) * (G * VEC) : D, TBE_MUTANT_SWAP(a, kFwdLastColumnChunkDropped, D > G * VEC ? D - G * VEC : D, D)); c0 += G * VEC) {
       const int c = c0 + glane * VEC;
-      const bool active = c < D;  // vector path: D % VEC == 0, so c < D means a full vector
+      const bool active = TBE_MUTANT_SWAP(a, kFwdTailOfDUnwritten, c + VEC < D, c < D);  // vector path: D % VEC == 0, so c < D means a full vector
       Acc acc[VEC];
 #pragma unroll
       for (int v = 0; v < VEC; ++v) acc[v] = Acc(0);
@@ -106,7 +106,7 @@ struct PooledGather {
 #pragma unroll
           for (int h = 0; h < kSlots; ++h) {
             if (h * G + glane < n && (t.idx[h] < 0 || t.idx[h] >= fm.rows)) {
-              t.idx[h] = 0;  // bad index -> row 0, its weight kept
+              t.idx[h] = TBE_MUTANT_SWAP(a, kBoundsRepairToLastRow, fm.rows - 1, 0);  // bad index -> row 0, its weight kept
               if (c0 == 0) atomicAdd(&a.counters->bad_indices, 1ull);
             }
           }
@@ -123,19 +123,19 @@ struct PooledGather {
             ws[u] = psw != nullptr
                         ? __shfl_sync(mask, hi ? t.w[kSlots - 1] : t.w[0], jj & (G - 1), G)
                         : 1.0f;
-            if (j + u < n && active) rows[u] = load_raw<W, VEC>(table + r * D + c);
+            if (j + u < n && active) rows[u] = load_raw<W, VEC>(table + TBE_MUTANT_SWAP(a, kFwdRowOffset32, static_cast<std::int32_t>(static_cast<std::uint32_t>(r) * static_cast<std::uint32_t>(D)), r * D) + c);
           }
 #pragma unroll
           for (int u = 0; u < kRowsInFlight; ++u) {
             if (j + u < n && active) {
               float x[VEC];
               raw_to_float<W, VEC>(rows[u], x);
-              if (psw != nullptr) {
+              if (TBE_MUTANT_SWAP(a, kFwdPswIgnoredScalar, psw != nullptr && VEC != 1, psw != nullptr)) {
 #pragma unroll
                 for (int v = 0; v < VEC; ++v) acc[v] = fma(Acc(ws[u]), widen<Acc>(x[v]), acc[v]);
               } else {
 #pragma unroll
-                for (int v = 0; v < VEC; ++v) acc[v] += widen<Acc>(x[v]);
+                for (int v = 0; v < VEC; ++v) TBE_MUTANT_SWAP(a, kFwdFp32AccUnderFp64, acc[v] = Acc(static_cast<float>(acc[v]) + x[v]), acc[v] += widen<Acc>(x[v]));
               }
             }
           }
@@ -145,7 +145,7 @@ struct PooledGather {
         Out o[VEC];
 #pragma unroll
         for (int v = 0; v < VEC; ++v) {
-          const Acc x = (a.mean && L > 0) ? acc[v] / Acc(L) : acc[v];
+          const Acc x = TBE_MUTANT_SWAP(a, kFwdMeanMissing, acc[v], TBE_MUTANT_SWAP(a, kFwdMeanDoubled, (a.mean && L > 0) ? acc[v] / Acc(L) / Acc(L) : acc[v], (a.mean && L > 0) ? acc[v] / Acc(L) : acc[v]));
           o[v] = round_out<Out>(x);
         }
         store_out<Out, VEC>(out + c, o);
@@ -170,7 +170,7 @@ pooled_gather_group_per_bag(const PooledArgs a) {
   const std::int64_t groups_per_block = kPooledBlock / G;
   std::int64_t k = a.bag_begin + static_cast<std::int64_t>(blockIdx.x) * groups_per_block +
                    threadIdx.x / G;
-  if (k >= a.bag_end) return;  // the whole group leaves together (one k per group)
+  if (k >= TBE_MUTANT_SWAP(a, kFwdLastBagSkipped, a.bag_end - 1, a.bag_end)) return;  // the whole group leaves together (one k per group)
   const Idx* offsets = static_cast<const Idx*>(a.offsets);
   std::int64_t cur_s = offsets[k], cur_e = offsets[k + 1];
   typename Gather::Tile cur = gather.load_tile(cur_s, cur_e);

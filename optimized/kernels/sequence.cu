@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kSequenceBlock) sequence_group_per_row(const S
   const Idx* offsets = static_cast<const Idx*>(a.offsets);
   const std::int64_t k = last_le(offsets, a.num_bags + 1, p);  // bag k covers p iff k < num_bags
   const int D = a.dim;
-  Out* out = static_cast<Out*>(a.output) + p * D;
+  Out* out = static_cast<Out*>(a.output) + TBE_MUTANT_SWAP(a, kSeqWrongRow, k >= 0 && k < a.num_rows ? k : p, p) * D;
   const bool covered = k >= 0 && k < a.num_bags;
   const W* row = nullptr;
   if (covered) {

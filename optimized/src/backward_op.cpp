@@ -134,9 +134,17 @@ struct TransposePlan {
       K += p.tables.rows[t];
     }
     sentinel = K;
-    key32 = K < (std::int64_t{1} << 31);
+    // mutation build, bwd_shared_rows_twice: 64-bit keys (feature << 40 | row), every bit sorted,
+    // up to N runs
+    key32 = K < (std::int64_t{1} << 31) && !TBE_MUTANT_HOST(kBwdSharedRowsTwice);
     end_bit = 1;
-    while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(K)) ++end_bit;
+    const std::int64_t sort_range =
+        TBE_MUTANT_HOST(kBwdSortEndBitMaxTable) && p.tables.num_tables() > 0
+            ? *std::max_element(p.tables.rows.begin(), p.tables.rows.end())
+            : K;
+    while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(sort_range))
+      ++end_bit;
+    if (TBE_MUTANT_HOST(kBwdSharedRowsTwice)) end_bit = 64;
     value_kind = pooling == PoolingMode::None ? SortedValue::Position
                  : (weighted || pooling == PoolingMode::Mean) ? SortedValue::PositionScaled
                                                               : SortedValue::Bag;
@@ -176,7 +184,7 @@ struct TransposePlan {
     ws_pos_bag = L.add(scaled ? n * 4 : 0);
     ws_pos_scale = L.add(scaled ? n * 8 : 0);
     // R <= min(N, K + 1): distinct rows plus the sentinel run
-    max_runs = std::min<std::int64_t>(N, K + 1);
+    max_runs = TBE_MUTANT_HOST(kBwdSharedRowsTwice) ? N : std::min<std::int64_t>(N, K + 1);
     const std::size_t r = static_cast<std::size_t>(max_runs);
     ws_run_keys = L.add(r * ksz);
     ws_run_lengths = L.add(r * 4);
@@ -377,7 +385,9 @@ struct BackwardPlan {
       const std::int32_t R = f.lookups.vbe_ranks;
       for (std::int32_t fi = 0; fi < transpose.T; ++fi)
         for (std::int32_t r = 0; r < R; ++r) {
-          const std::size_t i = static_cast<std::size_t>(fi) * R + r;
+          const std::size_t i = TBE_MUTANT_HOST(kBwdVbeRankFeatureSwapped)
+                                    ? static_cast<std::size_t>(r) * transpose.T + fi
+                                    : static_cast<std::size_t>(fi) * R + r;
           seg_first.push_back(lay.vbe_bag_offset[i]);
           segs.push_back(SegmentMeta{lay.vbe_output_offset[i], f.tables.dim_of_feature(fi), fi, 0});
         }

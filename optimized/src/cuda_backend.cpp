@@ -25,6 +25,16 @@ int device_count() {
   return n;
 }
 
+std::size_t device_free_bytes() {
+  if (device_count() <= 0) return 0;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return free_bytes;
+}
+
 namespace {
 
 /// The host problem's data copied to the device, and the same problem pointing at the copies.

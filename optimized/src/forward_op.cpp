@@ -243,7 +243,9 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     const std::int32_t R = p.lookups.vbe_ranks;
     for (std::int32_t f = 0; f < P.T; ++f)
       for (std::int32_t r = 0; r < R; ++r) {
-        const std::size_t i = static_cast<std::size_t>(f) * R + r;
+        const std::size_t i = TBE_MUTANT_HOST(kFwdVbeRankFeatureSwapped)
+                                  ? static_cast<std::size_t>(r) * P.T + f
+                                  : static_cast<std::size_t>(f) * R + r;
         seg_first.push_back(P.layout.vbe_bag_offset[i]);
         segs.push_back(SegmentMeta{P.layout.vbe_output_offset[i], features[f].dim, f, 0});
       }

@@ -1,8 +1,9 @@
-// tbe::ikbo::IkboBackend on host tensors: LCE through the device-level LceOp, attention through the
-// CPU reference (delegated, named in name()).
+// tbe::ikbo::IkboBackend on host tensors: LCE through the device-level LceOp, attention through
+// the device-level AttentionOp.
 #include "tbe/cuda/ikbo_backend.h"
 
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -17,17 +18,25 @@ namespace {
 
 class CudaIkboBackend final : public ikbo::IkboBackend {
  public:
-  explicit CudaIkboBackend(LceStage stage)
-      : stage_(stage), attention_(ikbo::make_reference_ikbo_backend()) {
+  CudaIkboBackend(LceStage stage, const AttentionTuning& attention)
+      : stage_(stage), attention_tuning_(attention) {
     cudaDeviceProp prop{};
     cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     cuda_check(cudaSetDevice(0), "cudaSetDevice");
     name_ = std::string("cuda:") + prop.name + " (lce: " + to_string(stage) +
-            "; attention: " + attention_->name() + ")";
+            "; attention: mma-sync)";
   }
   std::string name() const override { return name_; }
+  std::vector<std::string> last_paths() const override { return paths_; }
+  Status lce_limits(const ikbo::LceProblem& p) const override {
+    return LceOp::can_implement(p, p.cand_to_user);
+  }
+  Status attention_limits(const ikbo::AttentionProblem& p) const override {
+    return AttentionOp::can_implement(p, p.cand_to_user, attention_tuning_);
+  }
 
   void lce(const ikbo::LceProblem& p, void* out) override {
+    paths_.clear();
     // before any upload: problem, host map, CUDA limits (then LceOp checks nothing again)
     throw_if_error(LceOp::can_implement(p, p.cand_to_user));
     const std::size_t es = dtype_size(p.policy.storage);
@@ -51,23 +60,53 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     op.finish();  // throws before anything is downloaded
     if (out_bytes > 0)
       cuda_check(cudaMemcpy(out, d_out.get(), out_bytes, cudaMemcpyDeviceToHost), "download lce");
+    paths_ = op.paths();
   }
 
   void attention(const ikbo::AttentionProblem& p, void* out) override {
-    attention_->attention(p, out);
+    paths_.clear();
+    // before any upload: problem, host map, CUDA limits (then AttentionOp checks nothing again)
+    throw_if_error(AttentionOp::can_implement(p, p.cand_to_user, attention_tuning_));
+    const std::int64_t n = ikbo::attention_output_numel(p);
+    if (n > 0 && out == nullptr)
+      throw InvalidArgument("out", "out: null pointer for B·n_seed·H·Dh = " + std::to_string(n) +
+                                       " elements");
+    const std::size_t es = dtype_size(p.policy.storage);
+    const std::size_t kv_bytes = static_cast<std::size_t>(p.total_keys() * p.H * p.Dh) * es;
+    DeviceBuffer q(p.q, static_cast<std::size_t>(n) * es);
+    DeviceBuffer k(p.k, kv_bytes), v(p.v, kv_bytes);
+    DeviceBuffer map(p.cand_to_user, static_cast<std::size_t>(p.B) * sizeof(std::int32_t));
+    DeviceBuffer placeholder(256);  // non-null pointers for empty tensors
+    auto dev = [&](const DeviceBuffer& d) { return d.get() != nullptr ? d.get() : placeholder.get(); };
+    ikbo::AttentionProblem dp = p;  // k_offsets stays the host span (AttentionOp uploads it)
+    dp.q = dev(q);
+    dp.k = dev(k);
+    dp.v = dev(v);
+    dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
+    AttentionOp op(dp, kValidated, attention_tuning_);
+    DeviceBuffer d_out(static_cast<std::size_t>(n) * es), ws(op.workspace_bytes());
+    op.run(d_out.get(), ws.get(), nullptr);
+    op.finish();  // throws before anything is downloaded
+    if (n > 0)
+      cuda_check(cudaMemcpy(out, d_out.get(), static_cast<std::size_t>(n) * es,
+                            cudaMemcpyDeviceToHost),
+                 "download attention");
+    paths_ = op.paths();
   }
 
  private:
   LceStage stage_;
-  std::unique_ptr<ikbo::IkboBackend> attention_;
+  AttentionTuning attention_tuning_;
   std::string name_;
+  std::vector<std::string> paths_;  ///< the last successful call's op paths
 };
 
 }  // namespace
 
-std::unique_ptr<ikbo::IkboBackend> make_cuda_ikbo_backend(LceStage stage) {
+std::unique_ptr<ikbo::IkboBackend> make_cuda_ikbo_backend(LceStage stage,
+                                                          const AttentionTuning& attention) {
   if (device_count() <= 0) throw DeviceError("make_cuda_ikbo_backend: no CUDA device is visible");
-  return std::make_unique<CudaIkboBackend>(stage);
+  return std::make_unique<CudaIkboBackend>(stage, attention);
 }
 
 }  // namespace tbe::cuda

@@ -229,7 +229,7 @@ struct LceOp::Plan {
     detail::LceGatherAddArgs g;
     g.cand = cand;
     g.user = user_result(ws);
-    g.cand_to_user = p.cand_to_user + first;
+    g.cand_to_user = p.cand_to_user + (TBE_MUTANT_HOST(kLceChunkMapNotAdvanced) ? 0 : first);
     g.out = static_cast<char*>(out) + static_cast<std::size_t>(first * p.M * p.N) * esz;
     g.B = count;
     g.MN = p.M * p.N;
@@ -480,6 +480,15 @@ LceOp::LceOp(const ikbo::LceProblem& p, Validated, LceStage stage, const LceLayo
 
   cublas_check(cublasCreate(&P.handle), "cublasCreate");
   cublas_check(cublasSetPointerMode(P.handle, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  // gemm() promises FP32 accumulation and ONE rounding to out_type. cuBLAS's default math mode
+  // lets a split-K GEMM reduce its partial sums in the output type (FP16/BF16: one rounding per
+  // partial, then another of their sum), which the oracle's one-rounding model rightly rejects
+  // (a 1-ulp miss at M = 6, N = 2, K_u = 97, BF16); reductions in the compute type only. The
+  // cuBLASLt stage asks the same through CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK.
+  cublas_check(cublasSetMathMode(P.handle, static_cast<cublasMath_t>(
+                                               CUBLAS_DEFAULT_MATH |
+                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+               "cublasSetMathMode");
   if (P.stage == LceStage::L2Chunked && tuning.overlap) {
     cuda_check(cudaStreamCreateWithFlags(&P.side, cudaStreamNonBlocking), "lce: side stream");
     for (cudaEvent_t* e : {&P.ev_gemm[0], &P.ev_gemm[1], &P.ev_add[0], &P.ev_add[1], &P.ev_join})

@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 #include "tbe/dtype_traits.h"
 #include "tbe/float_loader.h"  // FloatLoader: how the oracle reads weights and grads
@@ -26,6 +27,34 @@ inline double round_acc(DType acc, double x) {
     case DType::F32: return static_cast<double>(static_cast<float>(x));
     default: return round_to(acc, x);
   }
+}
+
+/// The FP64 neighbour of x towards -inf / +inf: std::nextafter(x, ∓inf) by bit steps, inline
+/// (the enclosures step every interval end). NaN stays NaN; -inf / +inf stay themselves.
+inline double next_down64(double x) {
+  if (x != x || x == -std::numeric_limits<double>::infinity()) return x;
+  if (x == 0.0) return -std::numeric_limits<double>::denorm_min();
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  return std::bit_cast<double>(x > 0.0 ? bits - 1 : bits + 1);
+}
+inline double next_up64(double x) { return -next_down64(-x); }
+
+/// tbe::round_down_to / round_up_to (the largest value of t <= x, the smallest >= x; NaN stays
+/// NaN) with the FP32 case inline: the FP32 result of RNE steps one FP32 value by its bits when
+/// it lies on the wrong side of x (±0 step to ∓ / ± the smallest subnormal; ±inf to ±max). The
+/// same values as tbe::round_down_to / round_up_to (pinned by tests/oracle/test_float_model.cpp).
+inline double round_down(DType t, double x) {
+  if (t != DType::F32) return round_down_to(t, x);
+  if (x != x) return x;
+  const float f = static_cast<float>(x);
+  if (static_cast<double>(f) <= x) return static_cast<double>(f);
+  if (f == 0.0f) return -static_cast<double>(std::numeric_limits<float>::denorm_min());
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  return static_cast<double>(std::bit_cast<float>(f > 0.0f ? bits - 1 : bits + 1));
+}
+inline double round_up(DType t, double x) {
+  if (t != DType::F32) return round_up_to(t, x);
+  return x != x ? x : -round_down(DType::F32, -x);
 }
 
 /// True if x (finite) is a value of type t.

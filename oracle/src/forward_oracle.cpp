@@ -160,8 +160,8 @@ Enclosure pooled_enclosure(const Model& m, const BagBound& b, const ColumnAcc& c
 
   const double radius = (b.rel * A + b.eta_abs + b.rel64 * A + b.eta64) * b.inflate;
   if (!std::isfinite(radius)) return unconstrained();
-  const double lo_acc = std::nextafter(center - radius, -kInf);
-  const double hi_acc = std::nextafter(center + radius, kInf);
+  const double lo_acc = detail::next_down64(center - radius);
+  const double hi_acc = detail::next_up64(center + radius);
   // No snapping of the ends to acc values: an implementation accumulating in a wider type than
   // the policy's (e.g. the FP64 reference under an FP32 policy) must pass too [doc §3].
   return {round_to(m.out, lo_acc), round_to(m.out, hi_acc)};
@@ -381,7 +381,7 @@ void judge_element(ElementVerdict& v) {
   double pos = (x - mid) / rad;
   if (std::isnan(pos)) pos = x > mid ? kInf : -kInf;  // inf - mid / rad
   // Make the position agree with the exact inside test despite its own rounding.
-  const double one_up = std::nextafter(1.0, 2.0);
+  constexpr double one_up = 1.0 + 0x1p-52;  // nextafter(1, 2)
   if (v.inside) pos = std::clamp(pos, -1.0, 1.0);
   else if (std::fabs(pos) <= 1.0) pos = x > hi ? one_up : -one_up;
   v.position = pos;

@@ -93,7 +93,10 @@ void bind_reports(py::module_& m) {
                                      "Aggregate z-test of stochastic rounding (docs/oracle.md "
                                      "'B.7 Stochastic rounding'): passes iff |z| <= z_limit.")
       .def_readonly("samples", &StochasticRoundingTest::samples)
+      .def_readonly("excluded", &StochasticRoundingTest::excluded)
       .def_readonly("mean_error_ulps", &StochasticRoundingTest::mean_error_ulps)
+      .def_readonly("variance", &StochasticRoundingTest::variance)
+      .def_readonly("bias_bound", &StochasticRoundingTest::bias_bound)
       .def_readonly("z", &StochasticRoundingTest::z)
       .def_readonly("z_limit", &StochasticRoundingTest::z_limit)
       .def_property_readonly("passed", &StochasticRoundingTest::passed)

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include <cuda_runtime_api.h>
@@ -14,8 +13,7 @@
 #include "tbe/cuda/backward.h"
 #include "tbe/cuda/forward.h"
 #include "tbe/cuda/device_buffer.h"
-#include "tbe/io/case_file.h"
-#include "tbe/io/npy.h"
+#include "tbe/io/backward_case_file.h"
 #include "tbe/workloads.h"
 
 namespace tbe::test {
@@ -289,32 +287,34 @@ std::string describe(const BackwardStrategy& s) {
   return o.str();
 }
 
-void save_backward_failure(const std::string& property, const BackwardCase& c,
-                           const BackwardStrategy& s) noexcept {
-  const std::string dir = FailureRecorder::folder(property);
+void BackwardFailureRecorder::save() noexcept {
+  const std::string dir = FailureRecorder::folder(property_);
   try {
-    io::CaseFile cf;
-    cf.name = property;
-    cf.provenance = "test_optimized backward property '" + property +
-                    "' (failing evaluation; RapidCheck prints the seed to reproduce it); the "
-                    "backward inputs are grad_output.npy, momentum.npy and backward.txt";
-    cf.problem = c.forward;
+    io::BackwardCaseFile cf;
+    cf.name = property_;
+    cf.provenance = "test_optimized backward property '" + property_ +
+                    "' (failing evaluation; RapidCheck prints the seed to reproduce it)";
+    cf.problem = case_;
+    cf.strategy = io::BackwardStrategyRecord{strategy_, hoisted_};
+    if (gpu_) {
+      io::BackwardRecordedOutputs r;
+      r.implementation = implementation_;
+      switch (gpu_->kind) {
+        case BackwardOutcome::Kind::Ok:
+          r.weights = gpu_->weights;
+          if (!gpu_->momentum.empty()) r.momentum = gpu_->momentum;
+          if (!gpu_->psw_grad.empty()) r.per_sample_weight_grad = gpu_->psw_grad;
+          r.warnings = gpu_->stats.warnings;
+          break;
+        case BackwardOutcome::Kind::BoundsCheck: r.error = "bounds_check"; break;
+        case BackwardOutcome::Kind::InvalidArgument: r.error = "invalid_argument"; break;
+      }
+      cf.recorded = std::move(r);
+      cf.expect = io::Expectation{"pass", ""};
+    }
     io::write_case(dir, cf);
-    const DType out = c.forward.options.policy.output;
-    io::write_npy(dir + "/grad_output.npy", out,
-                  static_cast<std::int64_t>(c.grad_output.size() / dtype_size(out)),
-                  c.grad_output.data());
-    io::write_npy(dir + "/momentum.npy", DType::F32, static_cast<std::int64_t>(c.momentum.size()),
-                  c.momentum.data());
-    const OptimizerConfig& o = c.options.optimizer;
-    std::ofstream(dir + "/backward.txt")
-        << "optimizer " << to_string(o.kind) << "\nlearning_rate " << o.learning_rate
-        << "\neps " << o.eps << "\nweight_decay " << o.weight_decay << "\nweight_decay_mode "
-        << to_string(o.weight_decay_mode) << "\nmax_norm " << o.max_norm << "\nmax_gradient "
-        << o.max_gradient << "\nsr_seed " << c.options.sr_seed << "\nsr_offset "
-        << c.options.sr_offset << "\nstrategy " << describe(s) << "\n";
-    RC_LOG() << "case written: " << dir << " (forward case + grad_output.npy, momentum.npy, "
-             << "backward.txt)\n";
+    RC_LOG() << "case written: tbe-verify replay " << dir << "   (judge the recorded GPU outputs: "
+             << "tbe-verify check " << dir << ")\n";
   } catch (const std::exception& e) {
     RC_LOG() << "could not write the failing case to " << dir << ": " << e.what() << "\n";
   } catch (...) {

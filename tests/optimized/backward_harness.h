@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,15 +70,36 @@ BackwardCase gen_backward_case(BoundsCheckMode mode, bool small_rows);
 BackwardStrategy gen_strategy();
 std::string describe(const BackwardStrategy& s);
 
-/// Saves a failing case under tbe-failures/<property>/ (the forward case as a case folder plus
-/// grad_output.npy, momentum.npy and backward.txt with the options and strategy) and RC_LOGs it.
-void save_backward_failure(const std::string& property, const BackwardCase& c,
-                           const BackwardStrategy& s) noexcept;
+/// Failing evaluations of a backward property leave a backward case folder (docs/case-files.md
+/// "Backward"), as FailureRecorder does for the forward: run the body through a
+/// BackwardFailureRecorder; when it fails (an RC_ASSERT failure or any exception, not a discard)
+/// the case (inputs, optimizer, SR stream, the strategy and whether the transpose was hoisted)
+/// and the GPU outcome given to record() (as `recorded`, expect pass) are written to
+/// tbe-failures/<property>/ (overwritten on every failing evaluation, so the folder ends up holding
+/// the shrunk counterexample) and the replay and check commands are RC_LOGged.
+class BackwardFailureRecorder {
+ public:
+  BackwardFailureRecorder(std::string property, const BackwardCase& c, const BackwardStrategy& s,
+                          bool hoisted = false)
+      : property_(std::move(property)), case_(c), strategy_(s), hoisted_(hoisted) {}
+  /// The GPU outcome to store as the case's recorded outputs (the last one given wins).
+  void record(const BackwardOutcome& gpu, std::string implementation) {
+    gpu_ = gpu;
+    implementation_ = std::move(implementation);
+  }
+  template <class Body>
+  void run(Body&& body);
+  /// Writes the folder and RC_LOGs the commands; never throws (a write error is logged).
+  void save() noexcept;
 
-/// Runs body; on failure (RC failure or exception) saves the case, then rethrows.
-template <class Body>
-void with_failure_record(const std::string& property, const BackwardCase& c,
-                         const BackwardStrategy& s, Body&& body);
+ private:
+  std::string property_;
+  const BackwardCase& case_;
+  BackwardStrategy strategy_;
+  bool hoisted_;
+  std::optional<BackwardOutcome> gpu_;
+  std::string implementation_;
+};
 
 }  // namespace tbe::test
 
@@ -85,15 +107,14 @@ void with_failure_record(const std::string& property, const BackwardCase& c,
 
 namespace tbe::test {
 template <class Body>
-void with_failure_record(const std::string& property, const BackwardCase& c,
-                         const BackwardStrategy& s, Body&& body) {
+void BackwardFailureRecorder::run(Body&& body) {
   try {
     body();
   } catch (const rc::detail::CaseResult& r) {
-    if (r.type == rc::detail::CaseResult::Type::Failure) save_backward_failure(property, c, s);
+    if (r.type == rc::detail::CaseResult::Type::Failure) save();
     throw;
   } catch (...) {
-    save_backward_failure(property, c, s);
+    save();
     throw;
   }
 }

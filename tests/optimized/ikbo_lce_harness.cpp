@@ -7,9 +7,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu_harness.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
+#include "tbe/io/ikbo_case_file.h"
 
 namespace tbe::test {
 
@@ -141,6 +143,11 @@ LceOutcome run_lce_gpu(const ikbo::LceProblem& p, cuda::LceStage stage, const Lc
     check(cudaMemset(out.get(), 0xff, out_bytes), "poison");
     check(cudaMemset(static_cast<char*>(out.get()) + out_bytes, 0xa5, kLceSentinelBytes), "sentinel");
     cuda::DeviceBuffer ws(op.workspace_bytes());
+    // NaN-poisoned workspace (0xff bytes: NaN in FP32/FP16/BF16): an intermediate (padded copy,
+    // user result, candidate part) that a stage leaves partly unwritten shows up as NaN outputs
+    // instead of reading stale values of an earlier identical call from a recycled allocation.
+    if (op.workspace_bytes() > 0)
+      check(cudaMemset(ws.get(), 0xff, op.workspace_bytes()), "poison workspace");
     op.run(out.get(), ws.get(), lce_test_stream());
     op.finish();
     o.output = download();
@@ -163,6 +170,33 @@ std::int64_t count_element_differences(const LceOutcome& a, const LceOutcome& b,
   for (std::size_t i = 0; i < a.output.size(); i += es)
     n += std::memcmp(a.output.data() + i, b.output.data() + i, es) != 0;
   return n;
+}
+
+void LceFailureRecorder::save() noexcept {
+  const std::string dir = FailureRecorder::folder(property_);
+  try {
+    io::LceCaseFile cf;
+    cf.name = property_;
+    cf.provenance = "test_optimized LCE property '" + property_ + "' (" + how_ +
+                    "; failing evaluation; RapidCheck prints the seed to reproduce it)";
+    cf.problem = case_;
+    if (gpu_) {
+      io::IkboRecordedOutput r;
+      r.implementation = implementation_;
+      if (gpu_->kind == LceOutcome::Kind::Ok)
+        r.output = gpu_->output;
+      else
+        r.error = "invalid_argument";
+      cf.recorded = std::move(r);
+      cf.expect = io::Expectation{"pass", ""};
+    }
+    io::write_case(dir, cf);
+    RC_LOG() << "case written: tbe-verify replay " << dir << "   (judge the recorded GPU output: "
+             << "tbe-verify check " << dir << ")\n";
+  } catch (const std::exception& e) {
+    RC_LOG() << "could not write the failing case to " << dir << ": " << e.what() << "\n";
+  } catch (...) {
+  }
 }
 
 }  // namespace tbe::test

@@ -6,11 +6,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tbe/cuda/ikbo_lce.h"
 #include "tbe/ikbo.h"
+#include "tbe/ikbo_workloads.h"
 
 namespace tbe::test {
 
@@ -45,4 +47,49 @@ inline constexpr std::size_t kLceSentinelBytes = 256;
 /// Number of elements whose bytes differ (-1 if the sizes differ).
 std::int64_t count_element_differences(const LceOutcome& a, const LceOutcome& b, DType storage);
 
+/// Failing evaluations of an LCE property leave an ikbo-lce case folder (docs/case-files.md), as
+/// FailureRecorder does for the forward: the case (dense tensors: padding and tuning are
+/// semantics-neutral and go to the provenance `how`) and the GPU outcome given to record() (as
+/// `recorded`, expect pass) are written to tbe-failures/<property>/ (overwritten on every failing
+/// evaluation: the folder ends up holding the shrunk counterexample) and the replay and check
+/// commands are RC_LOGged.
+class LceFailureRecorder {
+ public:
+  LceFailureRecorder(std::string property, const ikbo::LceCase& c, std::string how)
+      : property_(std::move(property)), case_(c), how_(std::move(how)) {}
+  /// The GPU outcome to store as the case's recorded output (the last one given wins).
+  void record(const LceOutcome& gpu, std::string implementation) {
+    gpu_ = gpu;
+    implementation_ = std::move(implementation);
+  }
+  template <class Body>
+  void run(Body&& body);
+  /// Writes the folder and RC_LOGs the commands; never throws (a write error is logged).
+  void save() noexcept;
+
+ private:
+  std::string property_;
+  const ikbo::LceCase& case_;
+  std::string how_;
+  std::optional<LceOutcome> gpu_;
+  std::string implementation_;
+};
+
+}  // namespace tbe::test
+
+#include <rapidcheck.h>
+
+namespace tbe::test {
+template <class Body>
+void LceFailureRecorder::run(Body&& body) {
+  try {
+    body();
+  } catch (const rc::detail::CaseResult& r) {
+    if (r.type == rc::detail::CaseResult::Type::Failure) save();
+    throw;
+  } catch (...) {
+    save();
+    throw;
+  }
+}
 }  // namespace tbe::test

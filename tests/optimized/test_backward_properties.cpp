@@ -4,9 +4,15 @@
 
 #include <rapidcheck/catch.h>
 
+#include <filesystem>
+#include <sstream>
+
 #include "backward_harness.h"
 #include "case_gen.h"
+#include "gpu_harness.h"
 #include "tbe/cuda/backend.h"
+#include "tbe/io/backward_case_file.h"
+#include "tbe/judge/case_commands.h"
 
 using namespace tbe;
 using namespace tbe::test;
@@ -20,7 +26,7 @@ bool has_path(const BackwardStats& s, const std::string& name) {
 /// Counters agree with the strategy and with the reference's runs / lookups.
 /// The oracle passes the outcome (summary logged for the counterexample).
 void verify_judged(BackwardCase& c, const BackwardOutcome& gpu) {
-  const oracle::BackwardCheckReport r = judge(c, gpu);
+  const oracle::BackwardCheckReport r = test::judge(c, gpu);
   RC_LOG() << r.summary() << "\n";
   RC_ASSERT(r.passed());
 }
@@ -59,8 +65,10 @@ TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][
     RC_LOG() << describe(c.forward) << " optimizer=" << to_string(c.options.optimizer.kind)
              << " " << describe(o.strategy) << " in_place=" << o.in_place
              << " hoisted=" << o.hoisted << "\n";
-    with_failure_record("backward-valid", c, o.strategy, [&] {
+    BackwardFailureRecorder rec("backward-valid", c, o.strategy, o.hoisted);
+    rec.run([&] {
       const BackwardOutcome gpu = run_backward_gpu(c, o);
+      rec.record(gpu, "cuda BackwardOp (test_optimized backward-valid)");
       const BackwardOutcome ref = run_backward_reference(c, o.want_psw);
       RC_LOG() << "gpu: " << to_string(gpu) << "\nreference: " << to_string(ref) << "\n";
       RC_ASSERT(gpu.kind == BackwardOutcome::Kind::Ok);
@@ -95,8 +103,10 @@ TEST_CASE("backward repairs malformed input like the reference", "[gpu][backward
     o.hoisted = *rc::gen::arbitrary<bool>();
     o.want_psw = !c.forward.per_sample_weights.empty();
     RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
-    with_failure_record("backward-malformed", c, o.strategy, [&] {
+    BackwardFailureRecorder rec("backward-malformed", c, o.strategy, o.hoisted);
+    rec.run([&] {
       const BackwardOutcome gpu = run_backward_gpu(c, o);
+      rec.record(gpu, "cuda BackwardOp (test_optimized backward-malformed)");
       const BackwardOutcome ref = run_backward_reference(c, o.want_psw);
       RC_LOG() << "gpu: " << to_string(gpu) << "\nreference: " << to_string(ref) << "\n";
       RC_ASSERT(gpu.kind == ref.kind);
@@ -122,7 +132,8 @@ TEST_CASE("host Backend: cuda backward lies in the oracle's enclosures", "[gpu][
     const BackwardStrategy s = gen_strategy();
     const bool in_place = *rc::gen::arbitrary<bool>();
     const bool want_psw = !c.forward.per_sample_weights.empty();
-    with_failure_record("backward-host-backend", c, s, [&] {
+    BackwardFailureRecorder rec("backward-host-backend", c, s);
+    rec.run([&] {
       BackwardOutcome got;
       got.weights = c.forward.weights;
       got.momentum = c.momentum;
@@ -140,6 +151,7 @@ TEST_CASE("host Backend: cuda backward lies in the oracle's enclosures", "[gpu][
         got.weights = work.forward.weights;
         got.momentum = work.momentum;
       }
+      rec.record(got, gpu_backend->name() + " Backend::backward (test_optimized)");
       RC_LOG() << describe(c.forward) << " " << describe(s) << "\n" << to_string(got) << "\n";
       verify_judged(c, got);
       const BackwardOutcome ref = run_backward_reference(c, want_psw);
@@ -178,4 +190,38 @@ TEST_CASE("backward rejects bad optimizer values and strategies like the referen
     RC_ASSERT(gpu.argument == ref.argument);
     RC_ASSERT(gpu.what == ref.message);
   });
+}
+
+TEST_CASE("a failing backward evaluation leaves a backward case folder in tbe-failures/<property>",
+          "[gpu][harness][backward]") {
+  // rc::check (not rc::prop): the property fails on purpose (more than 2 lookups), so RapidCheck
+  // shrinks it; the folder must end up holding a readable backward case that still fails, with
+  // the GPU outcome recorded, which `tbe-verify check` judges (a conforming GPU: it passes) and
+  // replay reruns. (RapidCheck prints this expected counterexample.)
+  const std::string property = "backward-recorder-self-test";
+  const bool passed = rc::check("backward recorder self-test (fails on purpose)", [&] {
+    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, false);
+    BackwardRunOptions o;
+    o.strategy = gen_strategy();
+    o.want_psw = !c.forward.per_sample_weights.empty();
+    BackwardFailureRecorder rec(property, c, o.strategy);
+    rec.run([&] {
+      const BackwardOutcome gpu = run_backward_gpu(c, o);
+      rec.record(gpu, "self-test");
+      RC_ASSERT(c.forward.indices.size() <= 2);
+    });
+  });
+  CHECK_FALSE(passed);
+  const std::string dir = FailureRecorder::folder(property);
+  const io::BackwardCaseFile saved = io::read_backward_case(dir);
+  CHECK(saved.name == property);
+  CHECK(saved.problem.forward.indices.size() >= 3);
+  REQUIRE(saved.recorded.has_value());
+  CHECK(saved.recorded->implementation == "self-test");
+  CHECK(saved.recorded->weights.has_value());
+  CHECK(saved.strategy.has_value());
+  std::ostringstream os;
+  CHECK(judge::check_case(dir, os) == judge::kExitOk);
+  INFO(os.str());
+  std::filesystem::remove_all(dir);
 }

@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <utility>
+
+#include <omp.h>
 
 #include "backward_oracle_test_support.h"
 
@@ -287,4 +290,57 @@ TEST_CASE("sharpness: wrong values are rejected and located (weights, untouched,
     none.momentum = nullptr;
     CHECK_THROWS_AS(judge_backward(p, enc, none), InvalidArgument);
   }
+}
+
+TEST_CASE("judge_backward and the SR z-test report the same for any thread count",
+          "[oracle][backward][report][sr]") {
+  // 4096 FP16 rows of D = 32 (131072 elements: the parallel loops run), two lookups per bag,
+  // Adagrad with SR; two stored values wrong, so failures and the worst element are located.
+  constexpr std::int64_t E = 4096;
+  constexpr std::int32_t D = 32;
+  std::vector<std::vector<std::int64_t>> bags;
+  for (std::int64_t b = 0; b < E; ++b) bags.push_back({b, (b * 7 + 3) % E});
+  BackwardCase c = table_case(DType::F16, PolicyKind::SeedDefault, E, D, bags, [](auto r, auto d) {
+    return 0.25 + static_cast<double>(r % 13) * 0.125 - static_cast<double>(d) * 0x1p-7;
+  });
+  c.forward.options.policy.write_back = RoundingMode::Stochastic;
+  c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+  c.options.optimizer.learning_rate = 0.05;
+  c.options.optimizer.eps = 1e-8;
+  c.reset_momentum();
+  for (std::int64_t i = 0; i < E * D; ++i) c.set_grad(i, static_cast<double>((i * 37) % 101 - 50) / 64.0);
+  const BackwardProblem p = c.view();
+  const BackwardEnclosures enc = compute_backward_enclosures(p);
+  BackwardEmulationOptions o;
+  o.seed = 3;
+  BackwardEmulationResult r = emulate_backward(p, o);
+  store_from_double(DType::F16, r.weights.data(), 1000, 7.0);
+  store_from_double(DType::F16, r.weights.data(), 90000, -7.0);
+
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    const BackwardCheckReport rep = judge_backward(p, enc, r.view());
+    const StochasticRoundingTest z = stochastic_rounding_test(p, enc, r.weights.data());
+    return std::make_pair(rep, z);
+  };
+  const int saved = omp_get_max_threads();
+  const auto [rep1, z1] = run(1);
+  const auto [rep4, z4] = run(4);
+  omp_set_num_threads(saved);
+  REQUIRE(rep1.reports.size() == rep4.reports.size());
+  CHECK(rep1.reports[0].failures == 2);
+  CHECK(rep1.summary() == rep4.summary());
+  for (std::size_t i = 0; i < rep1.reports.size(); ++i) {
+    CHECK(rep1.reports[i].elements == rep4.reports[i].elements);
+    CHECK(rep1.reports[i].failures == rep4.reports[i].failures);
+    CHECK(rep1.reports[i].worst.where.flat == rep4.reports[i].worst.where.flat);
+    CHECK(rep1.reports[i].worst.position == rep4.reports[i].worst.position);
+  }
+  CHECK(z1.samples > 0);
+  CHECK(z1.samples == z4.samples);
+  CHECK(z1.excluded == z4.excluded);
+  CHECK(z1.mean_error_ulps == z4.mean_error_ulps);  // bitwise: the sums run in element order
+  CHECK(z1.variance == z4.variance);
+  CHECK(z1.bias_bound == z4.bias_bound);
+  CHECK(z1.z == z4.z);
 }

@@ -50,6 +50,16 @@ TEST_CASE("Rng streams are pinned: keyed, uniform, uniform_int, below, normal, z
   CHECK(b.uniform() == 0x1.607387fc392b8p-2);
 }
 
+TEST_CASE("Rng::advance(n) is n draws skipped", "[rng]") {
+  for (std::uint64_t n : {0ull, 1ull, 7ull, 1000ull, 123457ull}) {
+    Rng serial(3, 11), skipped(3, 11);
+    for (std::uint64_t i = 0; i < n; ++i) serial.next_u64();
+    skipped.advance(n);
+    CHECK(skipped.next_u64() == serial.next_u64());
+    CHECK(skipped.uniform() == serial.uniform());
+  }
+}
+
 TEST_CASE("content_hash is FNV-1a 64", "[rng]") {
   // Published FNV-1a 64 test vectors: "" and "a".
   tbe_test::ContentHash empty;

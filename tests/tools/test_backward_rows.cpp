@@ -8,8 +8,13 @@
 #include <set>
 #include <sstream>
 
+#include <filesystem>
+#include <unistd.h>
+
 #include "tbe/backward.h"
+#include "tbe/io/backward_case_file.h"
 #include "tbe/judge/backward_rows.h"
+#include "tbe/judge/case_commands.h"
 
 using namespace tbe;
 using namespace tbe::judge;
@@ -85,6 +90,7 @@ class RoutingStandIn : public Backend {
         st.counters.short_lookups += sl;
       }
     }
+    st.paths.push_back("bwd.sort.key32");
     if (hist) st.paths.push_back("bwd.small_table");
     if (st.counters.short_runs) st.paths.push_back("bwd.short");
     if (st.counters.chunked_runs) st.paths.push_back("bwd.long.chunked");
@@ -291,4 +297,65 @@ TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
     CHECK(std::find(missing.begin(), missing.end(), "bwd.long.fused") != missing.end());
     CHECK(count_backward_rows(results).failed > 0);
   }
+}
+
+TEST_CASE("backward rows: a failing row is saved as a backward case folder that check and replay "
+          "reproduce", "[verify][backward][cases]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("tbe_test_backward_rows_saved_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  BackwardRunnerConfig cfg = small_config(nullptr);
+  cfg.save_failures_dir = dir.string();
+  cfg.save_failures_max = 2;
+  const auto rows = enumerate_backward_rows();
+  SECTION("an update left out: the row's problem with the faulty outputs") {
+    RoutingStandIn bad(BwdFault::SkipOneRow);
+    cfg.device = &bad;
+    BackwardRunner runner(cfg);
+    std::vector<BackwardRowResult> results;
+    for (std::size_t i = 0; i < 3; ++i) results.push_back(runner.run(rows[i], i));
+    REQUIRE(results[0].row.verdict == Verdict::Failed);
+    REQUIRE(results[0].saved_case == (dir / "backward-row-1").string());
+    CHECK(results[1].saved_case == (dir / "backward-row-2").string());
+    CHECK(results[2].saved_case.empty());
+    CHECK_THAT(results[2].save_note, Catch::Contains("--save-failures-max 2"));
+    const io::BackwardCaseFile saved = io::read_backward_case(results[0].saved_case);
+    REQUIRE(saved.recorded.has_value());
+    CHECK(saved.recorded->implementation == "routing-stand-in");
+    CHECK(saved.strategy.has_value());
+    CHECK_THAT(saved.provenance, Catch::Contains(results[0].label));
+    std::ostringstream check_out;
+    CHECK(check_case(results[0].saved_case, check_out) == kExitFailed);  // fails as it did
+    CHECK_THAT(check_out.str(), Catch::Contains("oracle worst element (weights): table "));
+    RoutingStandIn good(BwdFault::None);
+    std::ostringstream replay_good, replay_bad;
+    CHECK(replay_case(results[0].saved_case, replay_good, &good) == kExitOk);
+    CHECK(replay_case(results[0].saved_case, replay_bad, &bad) == kExitFailed);
+    std::ostringstream report;
+    print_backward_results(report, results, true, "test slice", "");
+    CHECK_THAT(report.str(), Catch::Contains("replay case: tbe-verify replay " + results[0].saved_case));
+    CHECK_THAT(report.str(), Catch::Contains("tbe-verify check " + results[0].saved_case));
+  }
+  SECTION("round to nearest under SR: the C12 problem when only its checks failed") {
+    RoutingStandIn bad(BwdFault::NearestInsteadOfStochastic);
+    cfg.device = &bad;
+    BackwardRunner runner(cfg);
+    const auto sr_row = std::find_if(rows.begin(), rows.end(),
+                                     [](const BackwardRowAxes& a) { return a.stochastic_rounding; });
+    const std::size_t i = static_cast<std::size_t>(sr_row - rows.begin());
+    const BackwardRowResult r = runner.run(*sr_row, i);
+    REQUIRE(r.row.verdict == Verdict::Failed);
+    REQUIRE_FALSE(r.saved_case.empty());
+    const bool only_c12 = std::none_of(r.row.checks.begin(), r.row.checks.end(), [](const Check& c) {
+      return !c.passed && c.name.rfind("c12.", 0) != 0;
+    });
+    CHECK((r.saved_case.size() > 4 && r.saved_case.substr(r.saved_case.size() - 4) == "-c12") ==
+          only_c12);
+    std::ostringstream check_out;
+    CHECK(check_case(r.saved_case, check_out) == kExitFailed);
+    INFO(check_out.str());
+    CHECK_THAT(check_out.str(), Catch::Contains("disagreement: sr: stochastic rounding z-test"));
+  }
+  fs::remove_all(dir);
 }

@@ -96,6 +96,28 @@ TEST_CASE("bench args: ikbo-lce, defaults and every option", "[cli]") {
   CHECK(a.sweep_rounding == ikbo::LceRounding::Published);
 }
 
+TEST_CASE("bench args: ikbo-fa, defaults and every option", "[cli]") {
+  const BenchCommand d = command({"ikbo-fa"});
+  CHECK(d.kind == BenchCommand::Kind::IkboFa);
+  CHECK(d.ikbo_fa.batch == 2048);
+  CHECK(d.ikbo_fa.seqs == std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192, 16384});
+  CHECK(d.ikbo_fa.dtypes == std::vector<DType>{DType::BF16, DType::F16});
+  CHECK_FALSE(d.ikbo_fa.unsorted);
+  const IkboFaArgs a = command({"ikbo-fa", "--iters", "4", "--json", "f.json", "--batch", "256",
+                                "--seq", "4096", "--seq", "8192", "--dtype", "fp16", "--unsorted"})
+                           .ikbo_fa;
+  CHECK(a.iters == 4);
+  CHECK(a.json_path == "f.json");
+  CHECK(a.batch == 256);
+  CHECK(a.seqs == std::vector<std::int64_t>{4096, 8192});
+  CHECK(a.dtypes == std::vector<DType>{DType::F16});
+  CHECK(a.unsorted);
+  CHECK_THAT(exit_of({"ikbo-fa", "--help"}).text, Catch::Contains("peer_ikbo_fa.py"));
+  check_usage_error({"ikbo-fa", "--dtype", "fp32"}, "--dtype");
+  check_usage_error({"ikbo-fa", "--seq", "0"}, "--seq");
+  check_usage_error({"ikbo-fa", "--batch", "63"}, "--batch");
+}
+
 TEST_CASE("bench args: cpu, defaults and every option", "[cli]") {
   const BenchCommand d = command({"cpu"});
   CHECK(d.kind == BenchCommand::Kind::Cpu);
@@ -119,7 +141,7 @@ TEST_CASE("bench args: cpu, defaults and every option", "[cli]") {
 TEST_CASE("bench args: --help of the tool and of each subcommand exits 0", "[cli]") {
   const cli::Exit root = exit_of({"--help"});
   CHECK(root.status == 0);
-  for (const char* text : {"forward", "backward", "ikbo-lce", "cpu", "Exit status"})
+  for (const char* text : {"forward", "backward", "ikbo-lce", "ikbo-fa", "cpu", "Exit status"})
     CHECK_THAT(root.text, Catch::Contains(text));
   const cli::Exit fwd = exit_of({"forward", "-h"});
   CHECK(fwd.status == 0);

@@ -137,8 +137,30 @@ TEST_CASE("command line: --help lists every flag and exits 0", "[fuzz][cli]") {
     CHECK(h.status == 0);
     for (const char* f : {"--seconds S", "--seed X", "--out DIR", "--backend K", "--case I",
                           "--report-every S", "--huge-every K", "--max-saved K",
-                          "--max-failures K", "--list N", "-h,--help"})
+                          "--max-failures K", "--list N", "--ops LIST", "--shapes P",
+                          "--threads N", "-h,--help"})
       CHECK_THAT(h.text, Catch::Contains(f));
     CHECK_THAT(h.text, Catch::Contains("Exit status: 0 when no case failed"));
   }
+}
+
+TEST_CASE("command line: --ops, --shapes and --threads", "[fuzz][cli]") {
+  const CampaignOptions d = options({"--seconds", "5"});
+  CHECK(d.ops == std::vector<Operator>{Operator::Forward, Operator::Backward, Operator::Lce,
+                                       Operator::Attention});
+  CHECK(d.shapes == Shapes::Small);
+  CHECK(d.threads == 0);
+  const CampaignOptions a = options(
+      {"--seconds", "5", "--ops", "backward,lce", "--shapes", "large", "--threads", "3"});
+  CHECK(a.ops == std::vector<Operator>{Operator::Backward, Operator::Lce});
+  CHECK(a.shapes == Shapes::Large);
+  CHECK(a.threads == 3);
+  CHECK(options({"--seconds", "5", "--ops", "attention"}).ops ==
+        std::vector<Operator>{Operator::Attention});
+  CHECK(options({"--seconds", "5", "--ops", "all"}).ops.size() == 4);
+  require_usage_error({"--seconds", "5", "--ops", "forward,bwd"}, "--ops");
+  require_usage_error({"--seconds", "5", "--ops", "forward,forward"}, "--ops");
+  require_usage_error({"--seconds", "5", "--ops", ""}, "--ops");
+  require_usage_error({"--seconds", "5", "--shapes", "tiny"}, "--shapes");
+  require_usage_error({"--seconds", "5", "--threads", "-1"}, "--threads");
 }

@@ -16,7 +16,6 @@
 
 using namespace tbe;
 using namespace tbe::fuzz;
-using tbe::judge::ForwardJudgement;
 
 namespace {
 
@@ -65,8 +64,8 @@ std::int64_t longest_bag(const FuzzCase& c) {
   return n;
 }
 
-ForwardJudgement verdict(bool failed, const std::string& check) {
-  ForwardJudgement j;
+Verdict verdict(bool failed, const std::string& check) {
+  Verdict j;
   j.failed = failed;
   j.check = check;
   j.detail = failed ? "planted" : "";
@@ -74,7 +73,7 @@ ForwardJudgement verdict(bool failed, const std::string& check) {
 }
 
 // Fails check "planted" iff some bag has >= 256 lookups.
-ForwardJudgement long_bag_predicate(const FuzzCase& c) {
+Verdict long_bag_predicate(const FuzzCase& c) {
   return verdict(longest_bag(c) >= 256, "planted");
 }
 
@@ -96,10 +95,10 @@ TEST_CASE("shrink: the planted bug of cpu-faulty shrinks to one bag of 256 looku
           "[fuzz][shrink]") {
   FaultyBackend dev;
   const FuzzCase start = planted_case();
-  const ForwardJudgement first = judge_case(dev, start);
+  const Verdict first = verdict_of(judge_case(dev, start));
   REQUIRE(first.failed);
   REQUIRE(first.check == "oracle");
-  const CaseJudge judge = [&](const FuzzCase& c) { return judge_case(dev, c); };
+  const CaseJudge judge = [&](const FuzzCase& c) { return verdict_of(judge_case(dev, c)); };
   const ShrinkResult r = shrink(start, first, judge, no_time_limit());
   INFO(describe(r.shrunk));
   CHECK(r.steps > 0);
@@ -115,19 +114,19 @@ TEST_CASE("shrink: the planted bug of cpu-faulty shrinks to one bag of 256 looku
   CHECK(r.shrunk.faults.empty());
   CHECK_FALSE(r.shrunk.weighted);
   // The result still fails the same check, and its judgement is the shrunk case's.
-  CHECK(r.judgement.failed);
-  CHECK(r.judgement.check == "oracle");
-  const ForwardJudgement again = judge_case(dev, r.shrunk);
+  CHECK(r.verdict.failed);
+  CHECK(r.verdict.check == "oracle");
+  const Verdict again = verdict_of(judge_case(dev, r.shrunk));
   CHECK(again.failed);
   CHECK(again.check == "oracle");
-  CHECK(again.detail == r.judgement.detail);
+  CHECK(again.detail == r.verdict.detail);
 }
 
 TEST_CASE("shrink: deterministic in the case and the judge", "[fuzz][shrink]") {
   FaultyBackend dev;
   const FuzzCase start = planted_case();
-  const CaseJudge judge = [&](const FuzzCase& c) { return judge_case(dev, c); };
-  const ForwardJudgement first = judge(start);
+  const CaseJudge judge = [&](const FuzzCase& c) { return verdict_of(judge_case(dev, c)); };
+  const Verdict first = judge(start);
   REQUIRE(first.failed);
   const ShrinkResult a = shrink(start, first, judge, no_time_limit());
   const ShrinkResult b = shrink(start, first, judge, no_time_limit());
@@ -136,7 +135,7 @@ TEST_CASE("shrink: deterministic in the case and the judge", "[fuzz][shrink]") {
   CHECK(describe(a.shrunk) == describe(b.shrunk));
   CHECK(all_indices(a.shrunk) == all_indices(b.shrunk));
   CHECK(a.shrunk.tables->weights == b.shrunk.tables->weights);
-  CHECK(a.judgement.detail == b.judgement.detail);
+  CHECK(a.verdict.detail == b.verdict.detail);
 }
 
 TEST_CASE("shrink: a planted predicate reaches its minimal case, no passing candidate is kept",
@@ -145,7 +144,7 @@ TEST_CASE("shrink: a planted predicate reaches its minimal case, no passing cand
   std::int64_t judged = 0, passing = 0;
   const CaseJudge judge = [&](const FuzzCase& c) {
     ++judged;
-    ForwardJudgement j = long_bag_predicate(c);
+    Verdict j = long_bag_predicate(c);
     passing += j.failed ? 0 : 1;
     return j;
   };
@@ -171,7 +170,7 @@ TEST_CASE("shrink: only candidates failing the same check are kept", "[fuzz][shr
   const FuzzCase start = planted_case();
   const ShrinkResult r = shrink(start, judge(start), judge, no_time_limit());
   INFO(describe(r.shrunk));
-  CHECK(r.judgement.check == "planted");
+  CHECK(r.verdict.check == "planted");
   CHECK(judge(r.shrunk).check == "planted");
   CHECK(r.shrunk.bags.size() >= 3);
   CHECK(longest_bag(r.shrunk) == 256);
@@ -189,7 +188,7 @@ TEST_CASE("shrink: a case no candidate of which fails is returned unchanged", "[
   CHECK(r.runs > 0);
   CHECK(describe(r.shrunk) == describe(start));
   CHECK(all_indices(r.shrunk) == all_indices(start));
-  CHECK(r.judgement.failed);
+  CHECK(r.verdict.failed);
 }
 
 TEST_CASE("shrink: the run budget bounds the judged candidates", "[fuzz][shrink]") {

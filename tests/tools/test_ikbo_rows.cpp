@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 #include <sstream>
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
+#include "tbe/io/any_case_file.h"
+#include "tbe/judge/case_commands.h"
 #include "tbe/judge/ikbo_rows.h"
 
 using namespace tbe;
@@ -198,4 +202,49 @@ TEST_CASE("ikbo rows: canaries, error agreement and a corrupted element are chec
     CHECK_THAT(os.str(), Catch::Contains("IKBO failures:"));
     CHECK_THAT(os.str(), Catch::Contains("ikbo rows: 0 passed, 1 failed, 0 skipped"));
   }
+}
+
+TEST_CASE("ikbo rows: a failing row is saved as a case folder that check and replay reproduce",
+          "[verify][ikbo][cases]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("tbe_test_ikbo_rows_saved_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  FaultyIkbo be(IkboFault::WrongUser);
+  IkboConfig cfg = tiny_ikbo(&be);
+  cfg.save_failures_dir = dir.string();
+  cfg.save_failures_max = 2;
+  std::int64_t saved = 0;
+  const IkboRowSpec lce{IkboOp::Lce, DType::BF16, ikbo::MapKind::Unsorted};
+  const IkboRowSpec att{IkboOp::Attention, DType::F16, ikbo::MapKind::UsersWithoutCandidates};
+  const IkboRowSpec third{IkboOp::Lce, DType::F16, ikbo::MapKind::Sorted};
+  const IkboRowResult r1 = run_ikbo_row(cfg, lce, &saved);
+  const IkboRowResult r2 = run_ikbo_row(cfg, att, &saved);
+  const IkboRowResult r3 = run_ikbo_row(cfg, third, &saved);
+  REQUIRE(r1.verdict() == Verdict::Failed);
+  REQUIRE(r2.verdict() == Verdict::Failed);
+  REQUIRE(r3.verdict() == Verdict::Failed);
+  CHECK(saved == 2);
+  CHECK(r1.saved_case == (dir / "ikbo-lce-bf16-unsorted").string());
+  CHECK(r2.saved_case == (dir / "ikbo-attention-fp16-users-without-candidates").string());
+  CHECK(r3.saved_case.empty());
+  CHECK_THAT(r3.save_note, Catch::Contains("--save-failures-max 2"));
+  auto good = ikbo::make_reference_ikbo_backend();
+  for (const IkboRowResult* r : {&r1, &r2}) {
+    INFO(r->label);
+    const io::AnyCaseFile c = io::read_any_case(r->saved_case);
+    CHECK(io::case_operator(c) ==
+          (r == &r1 ? io::CaseOperator::IkboLce : io::CaseOperator::IkboAttention));
+    std::ostringstream check_out, replay_good, replay_bad;
+    CHECK(check_case(r->saved_case, check_out) == kExitFailed);  // the saved output fails
+    CHECK_THAT(check_out.str(), Catch::Contains("oracle worst element (ikbo-"));
+    CHECK(replay_case(r->saved_case, replay_good, ReplayDevices{nullptr, good.get(), ""}) == kExitOk);
+    CHECK(replay_case(r->saved_case, replay_bad, ReplayDevices{nullptr, &be, ""}) == kExitFailed);
+  }
+  std::ostringstream os;
+  print_ikbo_rows(os, cfg, {r1, r2, r3});
+  CHECK_THAT(os.str(), Catch::Contains("replay case: tbe-verify replay " + r1.saved_case));
+  CHECK_THAT(os.str(), Catch::Contains("case file: not saved (--save-failures-max 2"));
+  CHECK(ikbo_rows_json(cfg, {r1})["rows"][0]["replay_case"] == "tbe-verify replay " + r1.saved_case);
+  fs::remove_all(dir);
 }

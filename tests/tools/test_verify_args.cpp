@@ -110,15 +110,20 @@ TEST_CASE("verify args: --rows names sections, 'all' the three", "[cli]") {
   CHECK_THROWS_WITH(parse_sections("fwd"), Catch::Contains("allowed: forward, backward, ikbo, all"));
 }
 
-TEST_CASE("verify args: replay and check take one case folder", "[cli]") {
+TEST_CASE("verify args: replay takes one case folder, check one or more", "[cli]") {
   const VerifyCommand r = command({"replay", "some/case"});
   CHECK(r.kind == VerifyCommand::Kind::Replay);
-  CHECK(r.case_dir == "some/case");
+  CHECK(r.case_dirs == std::vector<std::string>{"some/case"});
   const VerifyCommand c = command({"check", "other"});
   CHECK(c.kind == VerifyCommand::Kind::Check);
-  CHECK(c.case_dir == "other");
+  CHECK(c.case_dirs == std::vector<std::string>{"other"});
+  const VerifyCommand several = command({"check", "a", "b", "c"});
+  CHECK(several.kind == VerifyCommand::Kind::Check);
+  CHECK(several.case_dirs == std::vector<std::string>{"a", "b", "c"});
   check_usage_error({"replay"}, "CASE_DIR");
-  check_usage_error({"check", "a", "b"}, "b");
+  check_usage_error({"check"}, "CASE_DIR");
+  check_usage_error({"replay", "a", "b"}, "CASE_DIR");
+  check_usage_error({"check", "a", ""}, "CASE_DIR");
   check_usage_error({"check", ""}, "CASE_DIR");
   check_usage_error({"replay", "--batch", "3", "d"}, "--batch");
   check_usage_error({"--batch", "3", "replay", "d"}, "--batch");

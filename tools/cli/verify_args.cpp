@@ -14,8 +14,10 @@ using judge::parse_design;
 namespace {
 
 constexpr const char* kDescription =
-    "Runs the TBE forward verification matrix on the seed-large workload (T=32, E=100000, D=128,\n"
-    "L=20, zipf 1.15) scaled to B = 8192: the CUDA backend against the FP64 reference, judged by\n"
+    "Runs the TBE forward verification matrix on bases derived from seed-large (E=100000, L=20,\n"
+    "zipf 1.15, B = 8192): per weight type 12 features over 10 tables with D in {1, 3, 33, 127,\n"
+    "128, 264, 1000, 1025, 2047, 2048}, shared and permuted tables, mixed bag lengths\n"
+    "(docs/workloads.md): the CUDA backend against the FP64 reference, judged by\n"
     "the enclosure oracle, with warning counts and errors compared. With no GPU it says so, reports\n"
     "every GPU row as SKIPPED and runs the CPU self-checks (oracle vs reference and policy\n"
     "emulations, reference invariants) on the same workload instead. Then the backward rows and\n"
@@ -107,12 +109,16 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
       ->type_name("R");
 }
 
-/// `replay` / `check` on `app`, each with its required CASE_DIR stored in `dir`.
+/// `replay` / `check` on `app`, each with its required CASE_DIR(s) stored in `dirs` (`several`:
+/// the help says folders).
 CLI::App* add_case_command(CLI::App& app, const char* name, const char* description,
-                           std::string& dir) {
+                           std::vector<std::string>& dirs, bool several) {
   CLI::App* sub = app.add_subcommand(name, description);
-  sub->add_option("CASE_DIR", dir, "the case folder (docs/case-files.md)")
+  sub->add_option("CASE_DIR", dirs,
+                  several ? "the case folders (docs/case-files.md), judged in order"
+                          : "the case folder (docs/case-files.md)")
       ->required()
+      ->expected(-1)  // CLI11: at least one (replay: exactly one, checked after parsing)
       ->check(cli::non_empty("the case folder name"));
   return sub;
 }
@@ -145,19 +151,20 @@ cli::Parsed<VerifyCommand> parse_verify_args(int argc, const char* const* argv) 
   add_run_options(app, cmd.args);
   CLI::App* replay = add_case_command(
       app, "replay",
-      "rerun the case on the reference and on CUDA (both bounds-check\n"
-      "strategies) and judge every output through the oracle, with warnings\n"
-      "and error agreement; with no GPU the GPU side is reported as skipped.\n"
-      "Exit 0 when the CPU side is fine and the GPU side passed or was\n"
-      "skipped.",
-      cmd.case_dir);
+      "rerun the case (any operator: forward, backward, ikbo-lce,\n"
+      "ikbo-attention) on the reference and on CUDA (forward: both\n"
+      "bounds-check strategies) and judge every output through the oracle,\n"
+      "with warnings and error agreement; with no GPU the GPU side is\n"
+      "reported as skipped. Exit 0 when the CPU side is fine and the GPU\n"
+      "side passed or was skipped.",
+      cmd.case_dirs, false);
   CLI::App* check = add_case_command(
       app, "check",
-      "judge the outputs recorded in the case (another implementation's, or\n"
-      "a failing backend's) through the oracle, no GPU needed. Exit 0 when\n"
-      "the verdict equals the case's expect.verdict (default pass), 1\n"
-      "otherwise.",
-      cmd.case_dir);
+      "judge the outputs recorded in each case (any operator; another\n"
+      "implementation's, or a failing backend's) through the oracle, no GPU\n"
+      "needed. Exit 0 when every verdict equals its case's expect.verdict\n"
+      "(default pass), 1 when one differs, 3 when a case cannot be read.",
+      cmd.case_dirs, true);
   app.footer(kFooter);  // after the subcommands, which would inherit it
   app.require_subcommand(0, 1);
   if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
@@ -168,6 +175,9 @@ cli::Parsed<VerifyCommand> parse_verify_args(int argc, const char* const* argv) 
       if (o->count() > 0)
         return cli::usage_error(app, std::string(replay->parsed() ? "replay" : "check") +
                                          " takes only CASE_DIR (got " + o->get_name() + ")");
+    if (cmd.kind == VerifyCommand::Kind::Replay && cmd.case_dirs.size() != 1)
+      return cli::usage_error(app, "replay takes exactly one CASE_DIR (got " +
+                                       std::to_string(cmd.case_dirs.size()) + ")");
     return cmd;
   }
   if (!cmd.args.rows.forward && !cmd.args.only.empty())

@@ -1,11 +1,12 @@
 // tbe-verify's command line (CLI11): the options of the verification run and the case-folder
-// subcommands `replay CASE_DIR` / `check CASE_DIR` (docs/case-files.md). `tbe-verify --help`
+// subcommands `replay CASE_DIR` / `check CASE_DIR...` (docs/case-files.md). `tbe-verify --help`
 // prints the definitions below; tests/tools/test_verify_args.cpp checks them.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/cli_exit.h"
 #include "tbe/ikbo.h"
@@ -50,14 +51,16 @@ struct VerifyCommand {
   enum class Kind { Run, Replay, Check };
   Kind kind = Kind::Run;
   VerifyArgs args;       ///< Kind::Run
-  std::string case_dir;  ///< Kind::Replay / Kind::Check: the case folder (not empty)
+  /// Kind::Replay: one case folder; Kind::Check: one or more (none empty).
+  std::vector<std::string> case_dirs;
 };
 
 /// Parses tbe-verify's command line (argv[0] is the program). Returns the command, or how to end:
 /// --help (status 0, the help text of the command named) or a usage error (status 2, a message
 /// naming the flag): an unknown flag, a missing value, a number out of range or not decimal, a
 /// bad name (--design, --backend, --rows, --ikbo-rounding, --only), --only without the forward
-/// section, a subcommand without exactly one CASE_DIR or with run options.
+/// section, replay without exactly one CASE_DIR, check without a CASE_DIR, a subcommand with run
+/// options.
 cli::Parsed<VerifyCommand> parse_verify_args(int argc, const char* const* argv);
 
 }  // namespace tbe::verify

@@ -1,25 +1,33 @@
 // tbe-fuzz's command line (command_line.h).
 #include "fuzz/command_line.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/cli_parse.h"
+#include "tbe/errors.h"
 
 namespace tbe::fuzz {
 namespace {
 
 const char* const kDescription =
-    "Fuzz campaign of the TBE forward: random cases biased to the edges, run through a backend,\n"
-    "each judged by the enclosure oracle (output), tbe::repair (warning count, repaired\n"
-    "offsets/indices), tbe::find_first_violation (FATAL errors) and tbe::validate\n"
-    "(InvalidArgument), with canaries past the output. A failing case is shrunk (drop features,\n"
-    "halve B, drop lookups, shrink D and E, drop faults) and saved with its recorded output as\n"
-    "DIR/failure-<n>/ (replay with tbe-verify replay).";
+    "Fuzz campaign of the TBE forward, the backward + exact optimizer and the IKBO operators\n"
+    "(LCE, attention): random cases biased to the edges, run through a backend, each judged by\n"
+    "the enclosure oracles, tbe::repair (warning count, repaired offsets/indices),\n"
+    "tbe::find_first_violation (FATAL errors) and tbe::validate (InvalidArgument), with canaries\n"
+    "past every output; backward cases also by the GPU's path counters against the reference\n"
+    "transpose, a bitwise second call (deterministic strategy) and the SR z-test. Case i is of\n"
+    "operator i % (number of --ops). A failing case is shrunk (drop features, halve B, drop\n"
+    "lookups, shrink D and E, drop faults; simpler optimizer options; smaller IKBO shapes) and\n"
+    "saved with its recorded outputs as DIR/failure-<n>/ (replay with tbe-verify replay).\n"
+    "Cases are judged --threads at a time (the backend's calls one at a time); the verdicts do\n"
+    "not depend on the thread count.";
 
 const char* const kFooter =
     "Exit status: 0 when no case failed, 1 when a case failed, 2 for a bad command line, 3 for an\n"
@@ -41,6 +49,30 @@ CLI::Validator positive_seconds() {
         return "";
       },
       "");
+}
+
+// "forward,backward,lce,attention" (or "all") -> operators, in the order given, no repeats.
+std::vector<Operator> parse_ops(const std::string& text) {
+  if (text == "all")
+    return {Operator::Forward, Operator::Backward, Operator::Lce, Operator::Attention};
+  std::vector<Operator> ops;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, comma - at);
+    std::optional<Operator> op;
+    for (Operator o : {Operator::Forward, Operator::Backward, Operator::Lce, Operator::Attention})
+      if (name == to_string(o)) op = o;
+    if (!op)
+      throw InvalidArgument("--ops", "--ops: '" + name +
+                                         "' is not an operator (forward, backward, lce, "
+                                         "attention, or all)");
+    if (std::find(ops.begin(), ops.end(), *op) != ops.end())
+      throw InvalidArgument("--ops", "--ops: '" + name + "' is given twice");
+    ops.push_back(*op);
+    at = comma + 1;
+  }
+  return ops;
 }
 
 }  // namespace
@@ -69,10 +101,36 @@ cli::Parsed<CampaignOptions> parse_command_line(int argc, const char* const* arg
       ->check(cli::non_empty("the folder name"));
   app.add_option("--backend", o.backend,
                  "cuda (default); cpu: the CPU reference backend (tests this tool, finds no GPU "
-                 "bug); cpu-faulty: the reference with a planted bug (element 0 off by one when a "
-                 "pooled bag has >= 256 lookups): the failure path, the shrinker, the saved case")
+                 "bug); cpu-faulty: the reference with planted bugs (forward: element 0 off by "
+                 "one when a pooled bag has >= 256 lookups; backward: element 0 of a row with SL "
+                 ">= 256; lce: the last element when K_c % 8 != 0; attention: a user with > 64 "
+                 "keys): the failure path, the shrinkers, the saved cases")
       ->type_name("K")
       ->check(CLI::IsMember({"cuda", "cpu", "cpu-faulty"}));
+  std::string ops_text = "all";
+  app.add_option("--ops", ops_text,
+                 "operators to fuzz, comma-separated: forward, backward, lce, attention, or all "
+                 "(default); case i is of operator i % (their number)")
+      ->type_name("LIST")
+      ->check(CLI::Validator(
+          [](std::string& t) -> std::string {
+            try {
+              parse_ops(t);
+            } catch (const InvalidArgument& e) {
+              return e.what();
+            }
+            return "";
+          },
+          ""));
+  std::string shapes_text = "small";
+  app.add_option("--shapes", shapes_text,
+                 "small (default: N <= 6000, E*D <= 2^16 per table, B <= 64, small IKBO shapes; "
+                 "every edge value still drawn) or large (N <= 250000, E*D <= 2^22, B <= 512)")
+      ->type_name("P")
+      ->check(CLI::IsMember({"small", "large"}));
+  cli::add_decimal(app, "--threads", "N", o.threads, 0, 4096,
+                   "cases judged at once (default 0: OpenMP's thread count, OMP_NUM_THREADS); "
+                   "the backend's calls run one at a time");
   cli::add_decimal(app, "--case", "I", o.only_case, std::uint64_t{0}, kU64,
                    "run only case I of the seed (replays one case of a campaign, shrinks and "
                    "saves it if it fails)");
@@ -81,8 +139,8 @@ cli::Parsed<CampaignOptions> parse_command_line(int argc, const char* const* arg
       ->check(positive_seconds());
   cli::add_decimal(app, "--huge-every", "K", o.huge_every, std::int64_t{0}, kI64,
                    "every K-th case (i % K == K/2) has a table with E*D just above 2^31 elements "
-                   "(host and device memory up to ~9 GiB each); 0 turns it off (default: 1000 on "
-                   "the cuda backend, off on the CPU backends)");
+                   "(host and device memory up to ~9 GiB each); 0 turns it off (default on the cuda "
+                   "backend: 20000 with --shapes small, 1000 with large; off on the CPU backends)");
   cli::add_decimal(app, "--max-saved", "K", o.max_saved, 0, kInt,
                    "save (and shrink) at most K failures (default 10); later ones are counted");
   cli::add_decimal(app, "--max-failures", "K", o.max_failures, std::int64_t{0}, kI64,
@@ -91,6 +149,8 @@ cli::Parsed<CampaignOptions> parse_command_line(int argc, const char* const* arg
                    "print the first N cases of the seed (one line each) and exit");
   if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
   o.have_seconds = seconds->count() > 0;
+  o.ops = parse_ops(ops_text);
+  o.shapes = shapes_text == "large" ? Shapes::Large : Shapes::Small;
   if (!o.have_seconds && !o.only_case && o.list == 0)
     return cli::usage_error(app, "--seconds S is required (or --case I to run one case)");
   return o;

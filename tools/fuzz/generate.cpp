@@ -14,8 +14,13 @@
 namespace tbe::fuzz {
 namespace {
 
-constexpr std::int64_t kMaxLookups = 250000;
-constexpr std::int64_t kMaxTableElements = std::int64_t{1} << 22;  // per table (non-huge)
+// Size limits of a non-huge case per shape profile: lookups N, elements E·D per table, B, output
+// elements (pooled: B·Σ_f D_f, NONE: N·D).
+struct Limits {
+  std::int64_t lookups, table_elements, max_batch, output;
+};
+constexpr Limits kLarge{250000, std::int64_t{1} << 22, 512, std::int64_t{1} << 23};
+constexpr Limits kSmall{6000, std::int64_t{1} << 16, 64, std::int64_t{1} << 17};
 
 bool chance(Rng& r, double p) { return r.uniform() < p; }
 template <class T>
@@ -120,10 +125,18 @@ bool is_huge_case(std::uint64_t case_index, std::int64_t huge_every) {
                                static_cast<std::uint64_t>(huge_every / 2);
 }
 
-FuzzCase generate_case(std::uint64_t seed, std::uint64_t case_index, std::int64_t huge_every) {
-  Rng r(seed, 0x66757A7A00000000ULL + case_index);  // "fuzz" + i
+std::string to_string(Shapes s) { return s == Shapes::Small ? "small" : "large"; }
+
+FuzzCase generate_case(std::uint64_t seed, std::uint64_t case_index, std::int64_t huge_every,
+                       Shapes shapes) {
+  return generate_case_from(Rng(seed, 0x66757A7A00000000ULL + case_index),  // "fuzz" + i
+                            is_huge_case(case_index, huge_every), shapes);
+}
+
+FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
+  const Limits lim = shapes == Shapes::Small ? kSmall : kLarge;
   FuzzCase fc;
-  fc.huge = is_huge_case(case_index, huge_every);
+  fc.huge = huge;
   const double up = r.uniform();
   fc.pooling = up < 0.4 ? PoolingMode::Sum : up < 0.7 ? PoolingMode::Mean : PoolingMode::None;
   fc.bounds = pick<BoundsCheckMode>(r, {BoundsCheckMode::Fatal, BoundsCheckMode::Warning,
@@ -141,7 +154,7 @@ FuzzCase generate_case(std::uint64_t seed, std::uint64_t case_index, std::int64_
                                 Invalid::NoneMixedD, Invalid::VbeTotals, Invalid::NegativeBatch});
 
   // features and tables
-  const std::int64_t T = chance(r, 0.1) ? in_range(r, 5, 16) : in_range(r, 1, 4);
+  std::int64_t T = chance(r, 0.1) ? in_range(r, 5, 16) : in_range(r, 1, 4);
   std::vector<std::int64_t> hot_rows;
   std::shared_ptr<Tables> tb;
   if (fc.huge) {
@@ -155,7 +168,7 @@ FuzzCase generate_case(std::uint64_t seed, std::uint64_t case_index, std::int64_
     for (std::int64_t t = 0; t < num_tables; ++t) {
       std::int32_t D = fc.pooling == PoolingMode::None ? common : draw_dim(r);
       std::int64_t E = draw_rows(r);
-      E = std::max<std::int64_t>(1, std::min(E, kMaxTableElements / D));
+      E = std::max<std::int64_t>(1, std::min(E, lim.table_elements / D));
       tb->rows.push_back(E);
       tb->dims.push_back(D);
     }
@@ -175,6 +188,7 @@ FuzzCase generate_case(std::uint64_t seed, std::uint64_t case_index, std::int64_
   if (fc.huge) fc.ftm[0] = 0;  // the huge table is looked up
   if (invalid == Invalid::NoneMixedD) {  // the last feature uses another table than feature 0
     if (fc.ftm.size() < 2) fc.ftm.push_back(0);
+    T = static_cast<std::int64_t>(fc.ftm.size());
     fc.ftm.front() = 0;
     fc.ftm.back() = 1;
     if (tb->dims[1] < 2) invalid = Invalid::PolicyWeights;
@@ -187,15 +201,20 @@ FuzzCase generate_case(std::uint64_t seed, std::uint64_t case_index, std::int64_
   const bool vbe = chance(r, fc.pooling == PoolingMode::None ? 0.1 : 0.25) ||
                    invalid == Invalid::VbeTotals;
   const double ub = r.uniform();
-  std::int64_t B = ub < 0.05 ? 0 : ub < 0.55 ? in_range(r, 1, 8) : ub < 0.9 ? in_range(r, 1, 64)
-                                                                             : in_range(r, 65, 512);
+  std::int64_t B = ub < 0.05   ? 0
+                   : ub < 0.55 ? in_range(r, 1, 8)
+                   : ub < 0.9  ? in_range(r, 1, 64)
+                               : in_range(r, std::min<std::int64_t>(65, lim.max_batch), lim.max_batch);
   if (invalid != Invalid::None) B = std::min<std::int64_t>(B, 8);
   const double ul = invalid != Invalid::None ? 1.0 : r.uniform();
   const LengthMode lm = ul < 0.3 ? LengthMode::Edge : ul < 0.4 ? LengthMode::FixedEdge
                                                                : LengthMode::Small;
   const std::int64_t fixed = pick<std::int64_t>(r, {0, 1, 255, 256, 257});
   const std::int64_t mean_l = lm == LengthMode::FixedEdge ? fixed : lm == LengthMode::Edge ? 90 : 6;
-  while (B > 1 && T * B * std::max<std::int64_t>(mean_l, 1) > kMaxLookups) B /= 2;
+  while (B > 1 && T * B * std::max<std::int64_t>(mean_l, 1) > lim.lookups) B /= 2;
+  std::int64_t sum_d = 0;  // Σ_f D_f: output columns of a pooled sample
+  for (auto t : fc.ftm) sum_d += tb->dims[t];
+  while (B > 1 && B * sum_d > lim.output) B /= 2;
   if (fc.huge) B = std::min<std::int64_t>(B, 16);
   std::vector<std::int64_t> per_feature(static_cast<std::size_t>(T), B);
   if (vbe) {
@@ -226,11 +245,11 @@ FuzzCase generate_case(std::uint64_t seed, std::uint64_t case_index, std::int64_
                             : r.uniform_int(1000) - 500);
   }
   std::int64_t total = static_cast<std::int64_t>(fc.lead.size());
-  // NONE writes N·D elements: at most 2^23 of them
+  // NONE writes N·D elements: at most lim.output of them
   const std::int64_t max_lookups =
       fc.pooling == PoolingMode::None
-          ? std::min<std::int64_t>(kMaxLookups, (std::int64_t{1} << 23) / tb->dims[0])
-          : kMaxLookups;
+          ? std::min<std::int64_t>(lim.lookups, lim.output / tb->dims[0])
+          : lim.lookups;
   for (std::int64_t f = 0; f < T; ++f) {
     const std::int64_t t = fc.ftm[f];
     const std::int64_t E = tb->rows[t];

@@ -24,4 +24,8 @@ ForwardJudgement judge_case(Backend& dev, const FuzzCase& fc) {
   return judge::judge_forward_call(dev, bt.p, strategy);
 }
 
+Verdict verdict_of(const ForwardJudgement& j) {
+  return {j.failed, j.check, j.detail, j.device_lost};
+}
+
 }  // namespace tbe::fuzz

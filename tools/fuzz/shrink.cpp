@@ -10,7 +10,6 @@
 
 namespace tbe::fuzz {
 
-using judge::ForwardJudgement;
 namespace {
 
 // Removes bags [first, first + n) and fixes the offset faults that name bags.
@@ -68,14 +67,14 @@ std::shared_ptr<Tables> drop_table(const Tables& src, std::size_t t) {
 }
 
 struct Shrinker {
-  Shrinker(const CaseJudge& j, ForwardJudgement first, const ShrinkLimits& limits)
+  Shrinker(const CaseJudge& j, Verdict first, const ShrinkLimits& limits)
       : judge(j), check(first.check), limits(limits), last(std::move(first)) {}
   const CaseJudge& judge;
   std::string check;  // the failure being preserved
   ShrinkLimits limits;
   int runs = 0, steps = 0;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  ForwardJudgement last;
+  Verdict last;
 
   bool budget() const {
     return runs < limits.max_runs &&
@@ -84,7 +83,7 @@ struct Shrinker {
   }
   bool still_fails(const FuzzCase& c) {
     ++runs;
-    ForwardJudgement j = judge(c);
+    Verdict j = judge(c);
     if (j.device_lost) return false;  // never shrink into a lost device
     if (j.failed && j.check == check) {
       last = std::move(j);
@@ -303,7 +302,7 @@ struct Shrinker {
 
 }  // namespace
 
-ShrinkResult shrink(const FuzzCase& failing, const ForwardJudgement& first, const CaseJudge& judge,
+ShrinkResult shrink(const FuzzCase& failing, const Verdict& first, const CaseJudge& judge,
                     const ShrinkLimits& limits) {
   ShrinkResult r;
   r.shrunk = failing;
@@ -312,7 +311,7 @@ ShrinkResult shrink(const FuzzCase& failing, const ForwardJudgement& first, cons
   }
   r.steps = s.steps;
   r.runs = s.runs;
-  r.judgement = std::move(s.last);  // of the last accepted candidate, i.e. of r.shrunk
+  r.verdict = std::move(s.last);  // of the last accepted candidate, i.e. of r.shrunk
   return r;
 }
 

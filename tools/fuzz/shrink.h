@@ -7,12 +7,13 @@
 #include <functional>
 
 #include "fuzz/fuzz_case.h"
-#include "tbe/judge/forward_judgement.h"
+#include "fuzz/verdict.h"
 
 namespace tbe::fuzz {
 
-/// Judges one candidate (tbe-fuzz: judge_case on the backend under test).
-using CaseJudge = std::function<judge::ForwardJudgement(const FuzzCase&)>;
+/// Judges one candidate (tbe-fuzz: the forward or backward judge of the case's operator on the
+/// backend under test, with the rest of the case fixed).
+using CaseJudge = std::function<Verdict(const FuzzCase&)>;
 
 /// The shrinker's budget: judged candidates and wall-clock seconds. The result is deterministic in
 /// the failing case and the judge as long as max_seconds is not what stops it.
@@ -23,7 +24,7 @@ struct ShrinkLimits {
 
 struct ShrinkResult {
   FuzzCase shrunk;             ///< the smallest case found (the input when no step was kept)
-  judge::ForwardJudgement judgement;  ///< the judgement of `shrunk`
+  Verdict verdict;             ///< the verdict of `shrunk`
   int steps = 0;               ///< steps kept
   int runs = 0;                ///< candidates judged
 };
@@ -31,7 +32,7 @@ struct ShrinkResult {
 /// Shrinks `failing`, whose judgement is `first` (first.failed). A candidate is kept only when
 /// judge(candidate) fails the same check (first.check) without losing the device, so `shrunk`
 /// always fails that check. Candidates are tried in a fixed order.
-ShrinkResult shrink(const FuzzCase& failing, const judge::ForwardJudgement& first,
+ShrinkResult shrink(const FuzzCase& failing, const Verdict& first,
                     const CaseJudge& judge, const ShrinkLimits& limits = {});
 
 }  // namespace tbe::fuzz

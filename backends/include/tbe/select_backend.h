@@ -5,6 +5,7 @@
 // user choose a backend include this header and link tbe_backends.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -27,6 +28,10 @@ std::unique_ptr<Backend> select_backend(BackendKind kind = BackendKind::Auto);
 /// when this build has no CUDA backend or no device is visible. Auto: Cuda when that works, else
 /// Cpu.
 std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind = BackendKind::Auto);
+
+/// Free memory of the CUDA device in bytes (cudaMemGetInfo of device 0); 0 when this build has
+/// no CUDA backend or no device is visible.
+std::size_t cuda_free_bytes();
 
 /// True if this build has CUDA (configured with TBE_CUDA=ON or AUTO and nvcc found) and at least
 /// one device is visible.

@@ -1,7 +1,7 @@
 // IKBO (in-kernel broadcast) user x candidate operators: linear compression (LCE) and cross
 // attention. Semantics: docs/ikbo.md (FBGEMM fbgemm_gpu/experimental/ikbo). The FP64
-// reference (Eigen) defines them and is the CPU fallback; optimized/ implements LCE on the GPU
-// (tbe/cuda/ikbo_lce.h). Semantic choices: docs/ikbo.md.
+// reference (Eigen) defines them and is the CPU fallback; optimized/ implements both on the GPU
+// (tbe/cuda/ikbo_lce.h, tbe/cuda/ikbo_attention.h). Semantic choices: docs/ikbo.md.
 //
 // Symbols: B candidates, U users, cand_to_user [B] int32 in [0, U) (any map: unsorted, users
 // without candidates, U = 1, U = B).
@@ -132,11 +132,28 @@ void attention_reference(const AttentionProblem& p, void* out);
 class IkboBackend {
  public:
   virtual ~IkboBackend() = default;
-  /// "cpu-reference"; a backend that delegates an operator says so, e.g.
-  /// "cuda:<device> (attention: cpu-reference)".
+  /// "cpu-reference"; a device backend names its device and kernels, e.g.
+  /// "cuda:<device> (lce: padded-k; attention: mma-sync)".
   virtual std::string name() const = 0;
   virtual void lce(const LceProblem& p, void* out) = 0;
   virtual void attention(const AttentionProblem& p, void* out) = 0;
+  /// Kernel paths the last successful lce() / attention() call exercised (e.g. "lce.padded-k",
+  /// "attention.mma-sync.dh128.kb64": what tbe-verify's rows report and its path-coverage row
+  /// requires); empty after a call that threw, and for a backend without path counters (the
+  /// reference).
+  virtual std::vector<std::string> last_paths() const { return {}; }
+  /// The backend's own limits beyond validate(p) / validate_map (e.g. the CUDA attention kernel:
+  /// Dh in {64, 128}, FP16/BF16 storage): the InvalidArgument status lce() / attention() raise,
+  /// before any work, for a problem the reference accepts; ok() when the backend runs it. The
+  /// reference has none. Lets a judge tell a documented limit from a disagreement.
+  virtual Status lce_limits(const LceProblem& p) const {
+    (void)p;
+    return Status::Ok();
+  }
+  virtual Status attention_limits(const AttentionProblem& p) const {
+    (void)p;
+    return Status::Ok();
+  }
 };
 
 /// The CPU reference backend: lce_reference and attention_reference (OpenMP over candidates).

@@ -42,6 +42,10 @@ class Rng {
     state_ += kSplitMix64Gamma;
     return splitmix64_mix(state_);
   }
+  /// Skips n draws in O(1): the state is a Weyl sequence, so the stream after advance(n) is the
+  /// one n next_u64() calls would leave (a parallel fill computes element i of a stream of
+  /// one-draw values directly, the same values as a serial loop).
+  constexpr void advance(std::uint64_t n) { state_ += n * kSplitMix64Gamma; }
   /// Uniform in [0, 1) with 53 random bits: (next_u64() >> 11) · 2^-53 (exact, one draw).
   constexpr double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1p-53; }
   /// Uniform integer in [0, n), unbiased (Lemire's multiply-shift with rejection); 0 for n <= 1.

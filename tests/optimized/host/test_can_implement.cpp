@@ -1,4 +1,4 @@
-// can_implement() of ForwardOp, TransposeOp, BackwardOp and LceOp on the host, without a device:
+// can_implement() of ForwardOp, TransposeOp, BackwardOp, LceOp and AttentionOp on the host, without a device:
 // ok for a valid call; for a bad argument exactly the Status of the reference's validate (argument
 // and message); the CUDA limits after it, in the order the constructors and the host backends
 // always reported them.
@@ -12,6 +12,7 @@
 #include "tbe/backward_case.h"
 #include "tbe/cuda/backward.h"
 #include "tbe/cuda/forward.h"
+#include "tbe/cuda/ikbo_attention.h"
 #include "tbe/cuda/ikbo_lce.h"
 #include "tbe/host_case.h"
 #include "tbe/ikbo_workloads.h"
@@ -199,5 +200,63 @@ TEST_CASE("LceOp::can_implement: ok, validate's Status, the map, then the CUDA l
   map[4] = static_cast<std::int32_t>(p64.U);
   const Status want = ikbo::validate_map(map, p64.U);
   same_status(cuda::LceOp::can_implement(p64, map.data()), want);
+  CHECK(want.argument == "cand_to_user[4]");
+}
+
+TEST_CASE("AttentionOp::can_implement: ok, validate's Status, the map, then the CUDA limits",
+          "[can_implement][ikbo]") {
+  ikbo::AttentionShape shape;
+  shape.B = 6;
+  shape.U = 3;
+  shape.n_seed = 4;
+  shape.H = 2;
+  shape.Dh = 128;
+  shape.S = 9;
+  const ikbo::IkboPolicy bf16{DType::BF16, DType::F32, ikbo::LceRounding::RoundOnce};
+  const ikbo::AttentionCase c = ikbo::make_attention_case(shape, bf16, ikbo::MapKind::Sorted, 3);
+  const ikbo::AttentionProblem ok = c.view();
+  CHECK(cuda::AttentionOp::can_implement(ok).ok());
+  CHECK(cuda::AttentionOp::can_implement(ok, c.cand_to_user.data()).ok());
+  {
+    ikbo::AttentionProblem p = ok;
+    p.H = 0;
+    same_status(cuda::AttentionOp::can_implement(p), ikbo::validate(p));
+    same_status(cuda::AttentionOp::can_implement(p, c.cand_to_user.data()), ikbo::validate(p));
+  }
+  {  // Dh = 96 passes validate() and has no kernel: named, with what is compiled
+    ikbo::AttentionShape s96 = shape;
+    s96.Dh = 96;
+    const ikbo::AttentionCase c96 = ikbo::make_attention_case(s96, bf16, ikbo::MapKind::Sorted, 3);
+    REQUIRE(ikbo::validate(c96.view()).ok());
+    const Status st = cuda::AttentionOp::can_implement(c96.view());
+    CHECK(st.argument == "attention.Dh");
+    CHECK(st.message.find("96") != std::string::npos);
+    CHECK(st.message.find("64 and 128") != std::string::npos);
+  }
+  {  // FP32 storage (the reference runs it), FP64 accumulation
+    const ikbo::AttentionCase c32 = ikbo::make_attention_case(
+        shape, {DType::F32, DType::F64, ikbo::LceRounding::RoundOnce}, ikbo::MapKind::Sorted, 3);
+    REQUIRE(ikbo::validate(c32.view()).ok());
+    CHECK(cuda::AttentionOp::can_implement(c32.view()).argument == "attention.policy.storage");
+  }
+  {
+    ikbo::AttentionProblem p = ok;
+    p.H = 70000;  // metadata only: can_implement reads no tensor
+    REQUIRE(ikbo::validate(p).ok());
+    CHECK(cuda::AttentionOp::can_implement(p).argument == "attention.H");
+    p = ok;
+    p.n_seed = std::int64_t{1} << 30;  // B·n_seed > INT_MAX query rows
+    REQUIRE(ikbo::validate(p).ok());
+    CHECK(cuda::AttentionOp::can_implement(p).argument == "attention.B");
+  }
+  cuda::AttentionTuning tuning;
+  tuning.key_block = 32;
+  CHECK(cuda::AttentionOp::can_implement(ok, tuning).argument == "tuning.key_block");
+  // a bad host map: validate_map's Status, before the CUDA limits
+  std::vector<std::int32_t> map = c.cand_to_user;
+  map[4] = -1;
+  const Status want = ikbo::validate_map(map, ok.U);
+  tuning.key_block = 64;
+  same_status(cuda::AttentionOp::can_implement(ok, map.data(), tuning), want);
   CHECK(want.argument == "cand_to_user[4]");
 }

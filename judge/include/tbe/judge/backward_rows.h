@@ -22,6 +22,7 @@
 #include "tbe/backend.h"
 #include "tbe/backward.h"
 #include "tbe/judge/row.h"
+#include "tbe/judge/section_times.h"
 #include "tbe/workloads.h"
 
 namespace tbe::judge {
@@ -81,6 +82,10 @@ struct BackwardRowResult {
   std::int64_t max_segment_length = 0;
   std::int32_t long_run_threshold = 0;
   std::int32_t chunk_size = 0;
+  /// Case folder the failing row was written to ("" if none; docs/case-files.md "Backward"), and
+  /// why a failing row was not written.
+  std::string saved_case;
+  std::string save_note;
 };
 
 struct BackwardRunnerConfig {
@@ -91,6 +96,12 @@ struct BackwardRunnerConfig {
   std::uint64_t seed = 1;
   Backend* device = nullptr;  ///< nullptr: CPU self-check rows
   std::string skip_reason;
+  /// A failing row is written to `save_failures_dir`/backward-row-<N> as a backward case folder
+  /// (the judged problem: the row's, or the C12 problem when only its checks failed; the
+  /// backend's outputs or error as `recorded`, expect pass); "" writes nothing. At most
+  /// save_failures_max rows per runner.
+  std::string save_failures_dir;
+  std::int64_t save_failures_max = 4;
 };
 
 /// Runs backward rows: the backend's backward judged by the oracle, a second call bitwise
@@ -107,22 +118,24 @@ class BackwardRunner {
   explicit BackwardRunner(BackwardRunnerConfig cfg);
   BackwardRowResult run(const BackwardRowAxes& a, std::size_t row_index);
   const BackwardRunnerConfig& config() const { return cfg_; }
+  /// Seconds of the rows run so far by section: generation, reference, enclosures, backend (the
+  /// calls of the backend under test, transfers included), judge, sr tests.
+  const SectionTimes& section_times() const { return times_; }
 
  private:
   BackwardRunnerConfig cfg_;
+  std::int64_t saved_failures_ = 0;
+  SectionTimes times_;
 };
 
 /// Device paths the rows must exercise together ("a path never exercised is a failure"):
-/// bwd.short, bwd.long.chunked, bwd.long.fused, bwd.sr, bwd.psw_grad, bwd.group.warp,
-/// bwd.group.block, bwd.nondeterministic, forward.small_table.mma, bwd.small_table,
-/// bwd.small_table.saved_counts. Returns the ones no device row reported (empty when no
-/// device ran). (bwd.hoisted and bwd.sort.key64 are not reachable through Backend: the GPU tests
-/// cover them.)
+/// required_paths(PathFamily::Backward) (tbe/judge/path_coverage.h). Returns the ones no device
+/// row reported (empty when no device ran or the design did not run whole).
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows);
 
-/// Table of rows (verdict, worst element, route counters, paths), failures with details and a
-/// replay command (`replay_prefix` + " --backward-row N"; "" prints none), and the missing-path
-/// failures.
+/// Table of rows (verdict, worst element, route counters, paths), failures with details, a
+/// replay command (`replay_prefix` + " --backward-row N"; "" prints none) and the saved case
+/// folder's replay / check commands, and the missing-path failures.
 void print_backward_results(std::ostream& os, const std::vector<BackwardRowResult>& rows,
                             bool device_present, const std::string& workload_line,
                             const std::string& replay_prefix = "");

@@ -44,6 +44,13 @@ struct IkboConfig {
   std::string skip_reason;
   bool include_fp32 = false;  ///< fp32 storage rows (the reference supports them)
   ikbo::LceRounding lce_rounding = ikbo::LceRounding::RoundOnce;
+  /// A failing row is written to `save_failures_dir`/ikbo-<op>-<dtype>-<map> as an ikbo-lce /
+  /// ikbo-attention case folder (the row's problem, the backend's output or error as `recorded`,
+  /// expect pass; a failing error.bad-map check is not replayable from a folder: a map value out
+  /// of range is refused by the reader); "" writes nothing. At most save_failures_max rows, counted
+  /// by the caller (run_ikbo_row's `saved_failures`).
+  std::string save_failures_dir;
+  std::int64_t save_failures_max = 4;
 };
 
 /// The row specs in print order: lce rows then attention rows; dtype-major, then map kind.
@@ -59,13 +66,20 @@ struct IkboRowResult {
   std::string shape;            ///< e.g. "B=16 U=15 M=433 N=256 K_c=866 K_u=1178"
   std::vector<RowResult> rows;  ///< device row, and a self-check row when no device
   Verdict verdict() const;      ///< Failed if any row failed, Passed if any passed, else Skipped
+  /// Case folder the failing row was written to ("" if none), and why it was not written.
+  std::string saved_case;
+  std::string save_note;
 };
 
-/// Runs one row (device, or self-check when cfg.device is null). Deterministic in cfg.seed and
-/// the label. Checks: "oracle" (the output against the enclosures), "canary" (output poisoned
+/// Runs one row (device, or self-check when cfg.device is null). The row's paths are the
+/// backend's name, then its last_paths() of the judged call (the kernels that ran).
+/// Deterministic in cfg.seed and the label. Checks: "oracle" (the output against the enclosures), "canary" (output poisoned
 /// before the call, sentinels past the end unchanged), "error.bad-map" (a map value = U throws
-/// InvalidArgument naming cand_to_user[i] and leaves the output untouched).
-IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec);
+/// InvalidArgument naming cand_to_user[i] and leaves the output untouched). A failing row is
+/// saved as a case folder (IkboConfig::save_failures_dir) when `saved_failures` (in/out: the
+/// folders this run wrote so far) is below cfg.save_failures_max; nullptr saves none.
+IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
+                           std::int64_t* saved_failures = nullptr);
 
 struct IkboTotals {
   std::int64_t passed = 0, failed = 0, skipped = 0;

@@ -13,6 +13,7 @@
 #include "tbe/host_case.h"
 #include "tbe/judge/matrix.h"
 #include "tbe/judge/row.h"
+#include "tbe/judge/section_times.h"
 #include "tbe/workloads.h"
 
 namespace tbe::judge {
@@ -87,6 +88,10 @@ class Runner {
 
   /// Seconds spent generating base workloads so far.
   double generation_seconds() const { return generation_seconds_; }
+  /// Seconds of the cases run so far by section: generation, lookups (variants and injected
+  /// faults), reference, backend (the calls of the backend under test, transfers included),
+  /// enclosures, judge, emulations (CPU self-checks).
+  const SectionTimes& section_times() const { return times_; }
 
  private:
   struct Impl;
@@ -94,6 +99,7 @@ class Runner {
   WorkloadSpec spec_;
   double generation_seconds_ = 0.0;
   std::int64_t saved_failures_ = 0;
+  SectionTimes times_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,6 +1,7 @@
 // The CUDA backend on host tensors (uploads, runs the device operators, downloads on success).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "tbe/backend.h"
@@ -9,6 +10,8 @@ namespace tbe::cuda {
 
 /// Number of visible CUDA devices (0 when none or the driver is missing; never throws).
 int device_count();
+/// Free memory of device 0 in bytes (cudaMemGetInfo); 0 when no device is visible.
+std::size_t device_free_bytes();
 
 /// The CUDA implementation of tbe::Backend on device 0. Throws DeviceError if no device.
 std::unique_ptr<Backend> make_cuda_backend();

@@ -1,20 +1,22 @@
-// The CUDA IKBO backend on host tensors (tbe::ikbo::IkboBackend): LCE on the GPU through
-// tbe::cuda::LceOp (upload, run, download on success); attention delegates to the CPU reference
-// backend (no CUDA attention kernel yet) and name() says so.
+// The CUDA IKBO backend on host tensors (tbe::ikbo::IkboBackend): LCE through tbe::cuda::LceOp and
+// cross attention through tbe::cuda::AttentionOp (upload, run, download on success).
 #pragma once
 
 #include <memory>
 
+#include "tbe/cuda/ikbo_attention.h"
 #include "tbe/cuda/ikbo_lce.h"
 #include "tbe/ikbo.h"
 
 namespace tbe::cuda {
 
-/// name(): "cuda:<device name> (lce: <stage>; attention: cpu-reference)". lce() validates the
-/// problem and the map on the host first (InvalidArgument, the reference's messages: nothing is
-/// uploaded or written), then runs LceOp with `stage` on device 0. Throws DeviceError if no
-/// device is visible.
+/// name(): "cuda:<device name> (lce: <stage>; attention: mma-sync)". lce() and attention()
+/// validate the problem, the map and the CUDA limits on the host first (InvalidArgument, the
+/// reference's messages, or AttentionOp's limits, e.g. "attention.Dh: 96 is not supported ...":
+/// nothing is uploaded or written), then run LceOp with `stage` / AttentionOp with `attention`
+/// on device 0; last_paths() is the op's paths() of the last successful call. Throws DeviceError
+/// if no device is visible.
 std::unique_ptr<ikbo::IkboBackend> make_cuda_ikbo_backend(
-    LceStage stage = LceStage::PaddedK);
+    LceStage stage = LceStage::PaddedK, const AttentionTuning& attention = {});
 
 }  // namespace tbe::cuda

@@ -29,6 +29,10 @@ struct BackwardEnclosures {
 
 /// Enclosures of p (same errors as backward_reference_fp64).
 BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p);
+/// The same from `reference` = backward_reference_fp64(p), computed by the caller (so a suite can
+/// time the reference apart, or reuse it); the result is identical.
+BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p,
+                                               BackwardReference reference);
 
 /// A backward result copied to the host: the whole weights buffer after the call ([Σ E_t·D_t] of
 /// the weights dtype), the whole momentum buffer (FP32 [Σ E_t]; nullptr for SGD) and the
@@ -60,14 +64,20 @@ BackwardCheckReport judge_backward(const BackwardProblem& p, const BackwardEnclo
 BackwardCheckReport check_backward(const BackwardProblem& p, const BackwardResultView& result);
 
 /// Aggregate stochastic-rounding test (docs/oracle.md "B.7 Stochastic rounding"): over every
-/// stored element whose reference value x is not representable, the signed rounding error
-/// e = (stored - x) / (RU(x) - RD(x)) has mean 0 and variance f(1 - f) under unbiased SR
-/// (f = (x - RD(x)) / (RU(x) - RD(x))); z = Σ e / sqrt(Σ f(1 - f)). Passes iff |z| <= z_limit.
+/// stored element whose reference value x is not representable and whose pre-rounding enclosure
+/// (enc.exact) lies inside [RD(x), RU(x)], the signed rounding error
+/// e = (stored - x) / (RU(x) - RD(x)) has mean within ±b_i (b_i: the enclosure's reach from x in
+/// ulps: the kernel rounds its own pre-rounding value) and variance f(1 - f) under unbiased SR
+/// (f = (x - RD(x)) / (RU(x) - RD(x))); z = sign(Σ e)·max(0, |Σ e| − Σ b_i) / sqrt(Σ f(1 - f)).
+/// Passes iff |z| <= z_limit.
 /// A kernel that rounds to nearest fails it on data whose fractions are skewed (e.g. updates of
 /// 0.3 ulp), which is how the tests drive it.
 struct StochasticRoundingTest {
   std::int64_t samples = 0;   ///< elements with a non-representable reference value
+  std::int64_t excluded = 0;  ///< non-representable, but the pre-rounding enclosure passes a neighbour
+  double bias_bound = 0;      ///< Σ b_i: how far Σ e's mean may be from 0 under unbiased SR
   double mean_error_ulps = 0; ///< Σ e / samples
+  double variance = 0;        ///< Σ f(1 - f): the variance of Σ e under unbiased SR
   double z = 0;
   double z_limit = 5.0;
   bool passed() const;

@@ -1,0 +1,139 @@
+// tbe-bench ikbo-fa: timing of the IKBO cross attention (tbe::cuda::AttentionOp) on the ikbo-fa
+// shape (docs/workloads.md): B = 2048 candidates, H = 2, n_seed = 64, Dh = 128, 64 candidates per
+// user (U = B / 64, sorted map), S in {512, ..., 16384}, BF16 and FP16.
+//
+//   tbe-bench ikbo-fa [--iters N] [--json FILE] [--batch B] [--seq S]... [--dtype T]...
+//                     [--unsorted]   (bench_args.cpp)
+//
+// Variants (same device inputs, uniform [-1, 1) rounded to the storage type):
+//   mma-sync.kbK    AttentionOp with AttentionTuning::key_block = K (64, 128): the whole op as a
+//                   caller runs it (map check, the device grouping by user, the kernel)
+//   *.unsorted      the same on a shuffled map (--unsorted; any map, same speed?)
+// Counting: FLOPs 4·B·H·n_seed·S·Dh (QKᵀ and PV; the softmax is not counted), TFLOP/s and % of the
+// cuBLAS BF16 rate (8192³ GEMM, FP32 accumulation) measured in the same run. Timing: CUDA events
+// around each call after 3 warm-ups, L2 flushed (256 MiB write, untimed) before every iteration;
+// median, min, max. Peers on the same shapes: bench/peer_ikbo_fa.py.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_args.h"
+#include "bench_common.h"
+#include "bench_ikbo.cuh"
+#include "tbe/cuda/device_buffer.h"
+#include "tbe/cuda/ikbo_attention.h"
+#include "tbe/ikbo.h"
+
+using namespace tbe;
+using tbe::cuda::DeviceBuffer;
+
+namespace {
+
+using tbe::bench::check;
+using tbe::bench::time_it;
+using tbe::bench::Timing;
+using namespace tbe::bench::ikbo_inputs;
+
+constexpr std::int64_t kH = 2, kNSeed = 64, kDh = 128, kCandidatesPerUser = 64;
+
+struct Ctx {
+  cudaStream_t stream = nullptr;
+  DeviceBuffer flush;
+  std::size_t flush_bytes = 256ull << 20;
+  int iters = 20;
+  double gemm_bf16 = 0;
+  nlohmann::json results = nlohmann::json::array();
+};
+
+void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
+  const std::int64_t U = std::max<std::int64_t>(1, B / kCandidatesPerUser);
+  const std::int64_t HD = kH * kDh;
+  const double flops = 4.0 * B * kH * kNSeed * static_cast<double>(S) * kDh;
+  DeviceBuffer q(B * kNSeed * HD * 2), k(U * S * HD * 2), v(U * S * HD * 2), out(B * kNSeed * HD * 2);
+  fill(t, q.get(), B * kNSeed * HD, 31);
+  fill(t, k.get(), U * S * HD, 32);
+  fill(t, v.get(), U * S * HD, 33);
+  std::vector<std::pair<std::string, std::vector<std::int32_t>>> maps = {{"", sorted_map(B, U)}};
+  if (unsorted) maps.push_back({".unsorted", shuffled(maps[0].second, 99)});
+  for (const auto& [map_name, hmap] : maps) {
+    DeviceBuffer map(hmap.data(), hmap.size() * 4);
+    ikbo::AttentionProblem p;
+    p.B = B;
+    p.U = U;
+    p.n_seed = kNSeed;
+    p.H = kH;
+    p.Dh = kDh;
+    p.S = S;
+    p.q = q.get();
+    p.k = k.get();
+    p.v = v.get();
+    p.cand_to_user = map.as<const std::int32_t>();
+    p.policy = {t, DType::F32, ikbo::LceRounding::RoundOnce};
+    for (int kb : {64, 128}) {
+      cuda::AttentionTuning tuning;
+      tuning.key_block = kb;
+      cuda::AttentionOp op(p, tuning);
+      DeviceBuffer ws(op.workspace_bytes());
+      const Timing tm = time_it([&] { op.run(out.get(), ws.get(), c.stream); }, c.iters, c.stream,
+                                c.flush.get(), c.flush_bytes);
+      op.finish();
+      const std::string variant = "mma-sync.kb" + std::to_string(kb) + map_name;
+      const double tflops = flops / (tm.median_ms * 1e-3) / 1e12;
+      const double pct = 100.0 * tflops / c.gemm_bf16;
+      std::string paths;
+      for (const auto& x : op.paths()) paths += x + " ";
+      std::printf("%-6s %6lld %5lld %-24s %8.3f %8.3f %8.3f %8.1f %7.1f%%  %s\n",
+                  to_string(t).c_str(), static_cast<long long>(S), static_cast<long long>(U),
+                  variant.c_str(), tm.median_ms, tm.min_ms, tm.max_ms, tflops, pct, paths.c_str());
+      std::fflush(stdout);
+      c.results.push_back({{"dtype", to_string(t)}, {"B", B}, {"U", U}, {"S", S}, {"H", kH},
+                           {"n_seed", kNSeed}, {"Dh", kDh}, {"variant", variant},
+                           {"median_ms", tm.median_ms}, {"min_ms", tm.min_ms},
+                           {"max_ms", tm.max_ms}, {"iters", c.iters}, {"flops", flops},
+                           {"tflops", tflops}, {"pct_of_cublas_bf16", pct}, {"paths", op.paths()}});
+    }
+  }
+}
+
+}  // namespace
+
+int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
+  Ctx c;
+  c.iters = args.iters;
+  int devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "tbe-bench: no CUDA device visible; nothing to time\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "stream");
+  cublasHandle_t handle = nullptr;
+  check(cublasCreate(&handle), "cublasCreate");
+  c.flush = DeviceBuffer(c.flush_bytes);
+  c.gemm_bf16 = cublas_gemm_tflops(handle, DType::BF16, c.stream, std::max(5, c.iters / 2));
+  std::printf("device %s; cuBLAS 8192^3 BF16 GEMM (FP32 accumulation): %.0f TFLOP/s\n"
+              "ikbo-fa: B=%lld H=%lld n_seed=%lld Dh=%lld, %lld candidates per user; FLOPs "
+              "4*B*H*n_seed*S*Dh\n\n",
+              prop.name, c.gemm_bf16, static_cast<long long>(args.batch),
+              static_cast<long long>(kH), static_cast<long long>(kNSeed),
+              static_cast<long long>(kDh), static_cast<long long>(kCandidatesPerUser));
+  std::printf("%-6s %6s %5s %-24s %8s %8s %8s %8s %8s  %s\n", "dtype", "S", "U", "variant",
+              "med_ms", "min_ms", "max_ms", "TFLOP/s", "%cuBLAS", "paths");
+  for (DType t : args.dtypes)
+    for (std::int64_t S : args.seqs) run_shape(c, args.batch, S, t, args.unsorted);
+  if (!args.json_path.empty()) {
+    nlohmann::json j = {{"device", prop.name}, {"benchmark", "ikbo-fa"}, {"iters", c.iters},
+                        {"flops_model", "4*B*H*n_seed*S*Dh"},
+                        {"cublas_gemm_8192_bf16_tflops", c.gemm_bf16}, {"results", c.results}};
+    std::ofstream(args.json_path) << j.dump(2) << "\n";
+  }
+  cublasDestroy(handle);
+  return 0;
+}

@@ -1,0 +1,103 @@
+// The path coverage row (path_coverage.h).
+#include "tbe/judge/path_coverage.h"
+
+#include <ostream>
+
+namespace tbe::judge {
+
+std::string to_string(PathFamily f) {
+  switch (f) {
+    case PathFamily::Forward: return "forward";
+    case PathFamily::Backward: return "backward";
+    case PathFamily::Ikbo: return "ikbo";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& required_paths(PathFamily f) {
+  static const std::vector<std::string> forward = {
+      "forward.pooled.vec4",     "forward.pooled.vec8",     "forward.pooled.scalar",
+      "forward.pooled.column_chunks", "forward.pooled.group_per_bag", "forward.vbe",
+      "forward.sequence.vec4",   "forward.sequence.vec8",   "forward.sequence.scalar",
+      "bounds.fused",            "bounds.separate",         "bounds.fatal_check"};
+  static const std::vector<std::string> backward = {
+      "bwd.sort.key32", "bwd.short",      "bwd.long.chunked", "bwd.long.fused",
+      "bwd.sr",         "bwd.psw_grad",   "bwd.group.warp",   "bwd.group.block",
+      "bwd.nondeterministic", "forward.small_table.mma", "bwd.small_table",
+      "bwd.small_table.saved_counts"};
+  static const std::vector<std::string> ikbo = {"lce.padded-k", "lce.user-gemm.cublas",
+                                                "lce.candidate-gemm.cublas", "lce.gather-add",
+                                                "attention.grouping.cub-sort-rle"};
+  switch (f) {
+    case PathFamily::Forward: return forward;
+    case PathFamily::Backward: return backward;
+    case PathFamily::Ikbo: break;
+  }
+  return ikbo;
+}
+
+std::vector<std::string> missing_paths(const FamilyPaths& fp) {
+  std::vector<std::string> out;
+  if (!fp.checked) return out;
+  for (const std::string& p : required_paths(fp.family))
+    if (!fp.exercised.count(p)) out.push_back(p);
+  return out;
+}
+
+RowResult path_coverage_row(const std::vector<FamilyPaths>& families) {
+  RowResult row;
+  row.target = Target::Device;
+  std::string not_checked;
+  for (const FamilyPaths& fp : families) {
+    const std::string name = to_string(fp.family);
+    if (!fp.checked) {
+      not_checked += (not_checked.empty() ? "" : "; ") + name + ": " + fp.why_not;
+      continue;
+    }
+    const std::vector<std::string> missing = missing_paths(fp);
+    const std::size_t required = required_paths(fp.family).size();
+    std::string detail = std::to_string(required - missing.size()) + "/" +
+                         std::to_string(required) + " required paths exercised";
+    if (!missing.empty()) {
+      detail += "; never exercised: ";
+      for (std::size_t i = 0; i < missing.size(); ++i) detail += (i ? ", " : "") + missing[i];
+    }
+    row.checks.push_back(agreement("paths." + name, missing.empty(), detail));
+    for (const std::string& p : fp.exercised) row.paths.push_back(p);
+  }
+  if (row.checks.empty()) {
+    row.verdict = Verdict::Skipped;
+    row.reason = not_checked.empty() ? "no section ran" : not_checked;
+    return row;
+  }
+  finish_row(row);
+  if (row.verdict == Verdict::Passed && !not_checked.empty())
+    row.reason = "not checked: " + not_checked;
+  return row;
+}
+
+void print_path_coverage(std::ostream& os, const RowResult& row) {
+  if (row.verdict == Verdict::Skipped) {
+    os << "path coverage: skipped (" << row.reason << ")\n";
+    return;
+  }
+  if (row.verdict == Verdict::Failed) {
+    os << "FAILED path coverage:\n";
+    for (const Check& c : row.checks)
+      os << "  " << c.name << ": " << (c.passed ? "passed, " : "FAILED, ") << c.detail << "\n";
+    return;
+  }
+  os << "path coverage: passed (";
+  for (std::size_t i = 0; i < row.checks.size(); ++i)
+    os << (i ? "; " : "") << row.checks[i].name << " " << row.checks[i].detail;
+  os << ")" << (row.reason.empty() ? "" : "; " + row.reason) << "\n";
+}
+
+nlohmann::json path_coverage_json(const RowResult& row) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const Check& c : row.checks)
+    checks.push_back({{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}});
+  return {{"verdict", to_string(row.verdict)}, {"reason", row.reason}, {"checks", checks}};
+}
+
+}  // namespace tbe::judge

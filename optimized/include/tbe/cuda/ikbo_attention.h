@@ -1,0 +1,112 @@
+// Device-level IKBO cross-attention operator (CUTLASS-style lifecycle, like LceOp,
+// tbe/cuda/validated.h): can_implement (no device needed), construct (validate once + plan +
+// upload k_offsets), query the workspace, run(stream) without host sync, finish() to sync and
+// report. Semantics: docs/ikbo.md "Attention", reference/include/tbe/ikbo.h (AttentionProblem);
+// design and measurements: optimized/README.md ("IKBO attention").
+//
+//   out[b·n_seed + i, h] = Σ_j softmax_j(scale·⟨q[b·n_seed + i, h], k[j, h]⟩) · v[j, h]
+//   over the keys j of user u = cand_to_user[b]: [u·S, (u+1)·S) dense, [k_offsets[u],
+//   k_offsets[u+1]) jagged; an empty range gives exact zeros.
+//   q [B·n_seed, H, Dh], k, v [keys, H, Dh], out like q; FP16 or BF16 storage, FP32 accumulation.
+//
+// Memory spaces: q, k, v and cand_to_user of the AttentionProblem handed to AttentionOp are DEVICE
+// pointers (never dereferenced on the host); k_offsets stays a HOST span (validate() reads it; the
+// constructor uploads a device copy the op owns).
+//
+// Map check: run() enqueues a check kernel first that records the first position b with
+// cand_to_user[b] outside [0, U) in the workspace; the attention kernel reads it first and exits
+// without writing. finish() then throws InvalidArgument("cand_to_user", the validate_map
+// message) and `out` is bitwise untouched.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "tbe/cuda/validated.h"
+#include "tbe/errors.h"
+#include "tbe/ikbo.h"
+
+namespace tbe::cuda {
+
+/// Kernel knobs of AttentionOp (semantics unchanged: any key block gives results in the same
+/// enclosure, docs/ikbo.md; each value is bitwise stable run to run). The other constants are
+/// optimized/dispatch/tuning.h (AttentionMmaSync), which reads this default.
+struct AttentionTuning {
+  /// Keys per shared-memory K/V tile (and per online-softmax step): 64 or 128.
+  int key_block = 64;
+};
+
+/// One IKBO cross attention on device memory.
+///   Status st = AttentionOp::can_implement(problem);  // optional: the checks, without throwing
+///   AttentionOp op(problem);                         // validate -> InvalidArgument, plan
+///   void* ws = alloc(op.workspace_bytes());
+///   op.run(d_out, ws, stream);                       // enqueue only (no host sync)
+///   op.finish();                                     // sync; bad map -> InvalidArgument
+/// d_out: B·n_seed·H·Dh elements of policy.storage (device). The problem's device buffers must
+/// stay alive and unchanged until finish() returns. Several run() calls may precede one finish().
+///
+/// Kernel (optimized/README.md "IKBO attention"): the candidates are grouped by user on the device
+/// (CUB radix sort of the map, run-length encoding, scans: a work list of (user, block of 128
+/// query rows)); one CTA per (work item, head) streams that user's K/V once for all of its
+/// rows: FA2-style online softmax in FP32 (exp2 with scale·log2 e folded into one FMA, running
+/// maximum per key tile in ascending key order), QKᵀ and PV on tensor cores (mma.sync m16n8k16,
+/// FP32 accumulation), P rounded to the storage type before PV, l summed from the FP32 P, out =
+/// RN(acc · (1/l)). No split over keys: one pass, as the attention oracle models it. Rows never
+/// depend on which other rows share their CTA, so a candidate with a private copy of its user's
+/// K/V gets bitwise the same output.
+class AttentionOp {
+ public:
+  /// Every check the constructor makes, as a Status (never throws, touches no device, reads no
+  /// device pointer), first failure wins: tbe::ikbo::validate(p) (its Status unchanged), then the
+  /// kernel limits: attention.policy.storage F16 or BF16; attention.policy.accumulation F32;
+  /// attention.Dh 64 or 128; attention.H <= 65535; attention.B·n_seed and attention.U <= INT_MAX;
+  /// tuning.key_block 64 or 128.
+  static Status can_implement(const ikbo::AttentionProblem& p, const AttentionTuning& tuning = {});
+  /// The host backend's check, with the map on the host (`host_cand_to_user`: [p.B] int32, read
+  /// only once validate(p) passed): validate(p), then tbe::ikbo::validate_map, then the limits.
+  static Status can_implement(const ikbo::AttentionProblem& p,
+                              const std::int32_t* host_cand_to_user,
+                              const AttentionTuning& tuning = {});
+
+  /// Runs can_implement(p, tuning) (InvalidArgument(status) naming the argument, before any
+  /// launch), plans the workspace (CUB size queries: needs a device) and uploads k_offsets.
+  explicit AttentionOp(const ikbo::AttentionProblem& p, const AttentionTuning& tuning = {});
+  /// The same without the checks: can_implement must have returned ok() for these arguments.
+  AttentionOp(const ikbo::AttentionProblem& p, Validated, const AttentionTuning& tuning = {});
+  ~AttentionOp();
+  AttentionOp(const AttentionOp&) = delete;
+  AttentionOp& operator=(const AttentionOp&) = delete;
+  AttentionOp(AttentionOp&&) noexcept;
+  AttentionOp& operator=(AttentionOp&&) noexcept;
+
+  /// Device workspace needed by run() (bytes, 256-aligned pieces inside): the map flag, the
+  /// grouping (sorted candidates, runs, work list: about 36·B bytes) and CUB's temporary storage.
+  std::size_t workspace_bytes() const;
+
+  /// Enqueues the map check, the grouping and the attention kernel on `stream`. Throws
+  /// InvalidArgument("out" / "q" / "k" / "v", ...) before any launch if a pointer is not 16-byte
+  /// aligned (the kernel's 16-byte copies; cudaMalloc gives 256). No host synchronization, no
+  /// allocation. B = 0: nothing is enqueued.
+  void run(void* d_out, void* d_workspace, cudaStream_t stream = nullptr);
+
+  /// Synchronizes the stream of the last run(). Throws InvalidArgument ("cand_to_user", the
+  /// validate_map message) if the map had a value outside [0, U) (out untouched), DeviceError on a
+  /// CUDA error.
+  void finish();
+
+  /// What runs, e.g. {"attention.mma-sync.dh128.kb64", "attention.grouping.cub-sort-rle",
+  /// "attention.jagged"}.
+  const std::vector<std::string>& paths() const;
+
+  struct Plan;
+
+ private:
+  std::unique_ptr<Plan> plan_;
+};
+
+}  // namespace tbe::cuda

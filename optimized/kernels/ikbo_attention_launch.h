@@ -1,0 +1,69 @@
+// Host-visible interface of the IKBO cross-attention kernel family
+// (optimized/kernels/ikbo_attention_*.cu): argument structs and launch functions. Plain C++ (no
+// device code). Kernels trust these arguments: the host operator (src/ikbo_attention_op.cpp)
+// validated the problem first. The attention kernel reads `map_error` first and exits without
+// writing if it is set (map check failed: launch_lce_map_check, shared with LCE).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "tbe/types.h"
+
+namespace tbe::cuda::detail {
+
+/// The grouping of candidates by user, built on the device from cand_to_user (any map) by
+/// launch_attention_grouping. Runs are the users that have candidates, in ascending user order;
+/// R = B slots (at most B distinct values even for a bad map), of which the first `num_runs` are
+/// runs and the rest hold count 0, blocks 0.
+struct AttentionGrouping {
+  std::int32_t* cand_sorted = nullptr;  ///< [B] candidates ordered by (user, candidate) (stable)
+  std::int32_t* run_user = nullptr;     ///< [R] user of run r
+  std::int32_t* run_count = nullptr;    ///< [R] candidates of run r (0 for r >= num_runs)
+  std::int32_t* run_start = nullptr;    ///< [R] first position of run r in cand_sorted
+  std::int32_t* work_end = nullptr;     ///< [R] inclusive sum over runs of ceil(count·n_seed / block_rows)
+  std::int32_t* num_runs = nullptr;     ///< [1]
+  // scratch of the build
+  std::uint32_t* keys_sorted = nullptr;  ///< [B]
+  std::int32_t* cand_iota = nullptr;     ///< [B]
+  std::int32_t* work_blocks = nullptr;   ///< [R]
+  void* temp = nullptr;                  ///< CUB temporary storage
+  std::size_t temp_bytes = 0;
+};
+
+/// CUB temporary storage the grouping of B candidates over U users needs (host query; needs a
+/// CUDA device for CUB's PTX version lookup).
+std::size_t attention_grouping_temp_bytes(std::int64_t B, std::int64_t U);
+
+/// Builds `g` from cand_to_user [B] (device): radix sort of (user, candidate) pairs on the
+/// bit_width(U - 1) low bits, run-length encoding of the sorted users, per-run row blocks of
+/// `block_rows` query rows (a run of c candidates has c·n_seed rows), scans. B >= 1.
+void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B, std::int64_t U,
+                               std::int64_t n_seed, int block_rows, const AttentionGrouping& g,
+                               cudaStream_t stream);
+
+/// Rows of queries one CTA owns (whole or partial candidates of one user) and its warps.
+inline constexpr int kAttentionBlockRows = 128;
+
+/// Forward of the attention kernel (one CTA per (row block of one user, head)).
+struct AttentionArgs {
+  const void* q = nullptr;           ///< [B·n_seed, H, Dh], 16-byte aligned
+  const void* k = nullptr;           ///< [keys, H, Dh], 16-byte aligned
+  const void* v = nullptr;           ///< [keys, H, Dh], 16-byte aligned
+  void* out = nullptr;               ///< [B·n_seed, H, Dh], 16-byte aligned
+  const std::int64_t* k_offsets = nullptr;  ///< device [U + 1] (jagged) or null (dense)
+  std::int64_t S = 0;                ///< dense: keys per user
+  std::int64_t B = 0;
+  int H = 0, n_seed = 0, Dh = 0;
+  int key_block = 64;                ///< keys per shared-memory tile: 64 or 128
+  float scale_log2 = 0.0f;           ///< scale · log2(e), rounded to FP32
+  AttentionGrouping grouping;
+  int runs = 0;                      ///< R = B
+  int grid_blocks = 0;               ///< upper bound of the work items: ceil(B·n_seed / 128) + min(U, B)
+  const unsigned long long* map_error = nullptr;
+};
+void launch_attention_forward(DType storage, const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace tbe::cuda::detail

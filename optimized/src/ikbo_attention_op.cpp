@@ -1,0 +1,234 @@
+// Host side of the device-level IKBO attention operator: can_implement, plan (workspace layout,
+// CUB sizes, the k_offsets upload), enqueue (map check, grouping, kernel; no sync), finish (map
+// check verdict). Kernels: optimized/kernels/ikbo_attention_*.cu.
+#include "tbe/cuda/ikbo_attention.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
+#include "kernels/ikbo_attention_launch.h"
+#include "kernels/ikbo_lce_launch.h"
+#include "tbe/cuda/check.h"
+#include "tbe/cuda/device_buffer.h"
+#include "tbe/cuda/workspace.h"
+#include "tbe/errors.h"
+
+namespace tbe::cuda {
+
+namespace {
+
+std::string s(std::int64_t v) { return std::to_string(v); }
+
+/// The kernel limits of AttentionOp beyond ikbo::validate(p).
+Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuning) {
+  const ikbo::IkboPolicy& pol = p.policy;
+  if (!dispatch::contains(dispatch::kAttentionStorageTypes, pol.storage))
+    return Status::Invalid("attention.policy.storage",
+                           "attention.policy.storage: " + to_string(pol.storage) +
+                               " is not supported by the CUDA attention kernel (fp16, bf16)");
+  if (pol.accumulation != DType::F32)
+    return Status::Invalid("attention.policy.accumulation",
+                           "attention.policy.accumulation: " + to_string(pol.accumulation) +
+                               " is not supported by the CUDA attention kernel (fp32)");
+  if (p.Dh > INT_MAX || !dispatch::contains(dispatch::kAttentionHeadDims, static_cast<int>(p.Dh)))
+    return Status::Invalid("attention.Dh", "attention.Dh: " + s(p.Dh) +
+                                               " is not supported by the CUDA attention kernel "
+                                               "(compiled for Dh = 64 and 128)");
+  if (p.H > 65535)
+    return Status::Invalid("attention.H", "attention.H: " + s(p.H) +
+                                              " exceeds the CUDA attention kernel's limit 65535 "
+                                              "(grid y)");
+  if (p.B * p.n_seed > INT_MAX)
+    return Status::Invalid("attention.B", "attention.B: B·n_seed = " + s(p.B) + "·" +
+                                              s(p.n_seed) + " exceeds the CUDA attention "
+                                              "kernel's limit " + s(INT_MAX) + " query rows");
+  if (p.U > INT_MAX)
+    return Status::Invalid("attention.U", "attention.U: " + s(p.U) +
+                                              " exceeds the CUDA attention kernel's limit " +
+                                              s(INT_MAX));
+  if (!dispatch::contains(dispatch::kAttentionKeyBlocks, tuning.key_block))
+    return Status::Invalid("tuning.key_block", "tuning.key_block: " + s(tuning.key_block) +
+                                                   " must be 64 or 128");
+  return Status::Ok();
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+struct AttentionOp::Plan {
+  ikbo::AttentionProblem p;
+  AttentionTuning tuning;
+  DeviceBuffer k_offsets;  ///< [U + 1] device copy (jagged)
+  std::int64_t slots = 0;  ///< R = B
+  int grid_blocks = 0;
+  float scale_log2 = 0.0f;
+  // workspace layout (byte offsets)
+  std::size_t ws_flag = 0, ws_keys = 0, ws_iota = 0, ws_sorted = 0, ws_run_user = 0,
+              ws_run_count = 0, ws_run_start = 0, ws_blocks = 0, ws_work_end = 0, ws_num_runs = 0,
+              ws_temp = 0, temp_bytes = 0, ws_total = 0;
+  std::vector<std::string> paths;
+  // last run
+  cudaStream_t stream = nullptr;
+  bool ran = false;
+  unsigned long long* map_error = nullptr;
+
+  detail::AttentionGrouping grouping(void* ws) const {
+    char* b = static_cast<char*>(ws);
+    detail::AttentionGrouping g;
+    g.cand_sorted = reinterpret_cast<std::int32_t*>(b + ws_sorted);
+    g.run_user = reinterpret_cast<std::int32_t*>(b + ws_run_user);
+    g.run_count = reinterpret_cast<std::int32_t*>(b + ws_run_count);
+    g.run_start = reinterpret_cast<std::int32_t*>(b + ws_run_start);
+    g.work_end = reinterpret_cast<std::int32_t*>(b + ws_work_end);
+    g.num_runs = reinterpret_cast<std::int32_t*>(b + ws_num_runs);
+    g.keys_sorted = reinterpret_cast<std::uint32_t*>(b + ws_keys);
+    g.cand_iota = reinterpret_cast<std::int32_t*>(b + ws_iota);
+    g.work_blocks = reinterpret_cast<std::int32_t*>(b + ws_blocks);
+    g.temp = b + ws_temp;
+    g.temp_bytes = temp_bytes;
+    return g;
+  }
+};
+
+Status AttentionOp::can_implement(const ikbo::AttentionProblem& p, const AttentionTuning& tuning) {
+  if (Status st = ikbo::validate(p); !st.ok()) return st;
+  return check_limits(p, tuning);
+}
+
+Status AttentionOp::can_implement(const ikbo::AttentionProblem& p,
+                                  const std::int32_t* host_cand_to_user,
+                                  const AttentionTuning& tuning) {
+  if (Status st = ikbo::validate(p); !st.ok()) return st;
+  if (Status st = ikbo::validate_map(std::span<const std::int32_t>(host_cand_to_user, p.B), p.U);
+      !st.ok())
+    return st;
+  return check_limits(p, tuning);
+}
+
+namespace {
+/// p, after AttentionOp::can_implement passed (else InvalidArgument).
+const ikbo::AttentionProblem& implementable(const ikbo::AttentionProblem& p,
+                                            const AttentionTuning& tuning) {
+  throw_if_error(AttentionOp::can_implement(p, tuning));
+  return p;
+}
+}  // namespace
+
+AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, const AttentionTuning& tuning)
+    : AttentionOp(implementable(p, tuning), kValidated, tuning) {}
+
+AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const AttentionTuning& tuning)
+    : plan_(std::make_unique<Plan>()) {
+  Plan& P = *plan_;
+  P.p = p;
+  P.p.k_offsets = {};  // the host span is not kept: the device copy below replaces it
+  P.tuning = tuning;
+  P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) * 1.4426950408889634);  // · log2 e
+  const int rows = detail::kAttentionBlockRows;
+  static_assert(detail::kAttentionBlockRows == tuning::AttentionMmaSync::kBlockRows);
+  P.paths.push_back("attention.mma-sync.dh" + s(p.Dh) + ".kb" + s(tuning.key_block));
+  P.paths.push_back("attention.grouping.cub-sort-rle");
+  if (p.jagged()) {
+    P.paths.push_back("attention.jagged");
+    P.k_offsets = DeviceBuffer(p.k_offsets.data(), p.k_offsets.size_bytes());
+  }
+  WorkspaceLayout L;
+  P.ws_flag = L.add(sizeof(unsigned long long));
+  if (p.B > 0) {
+    P.slots = p.B;
+    const std::size_t b4 = static_cast<std::size_t>(p.B) * 4;
+    P.ws_keys = L.add(b4);
+    P.ws_iota = L.add(b4);
+    P.ws_sorted = L.add(b4);
+    P.ws_run_user = L.add(b4);
+    P.ws_run_count = L.add(b4);
+    P.ws_run_start = L.add(b4);
+    P.ws_blocks = L.add(b4);
+    P.ws_work_end = L.add(b4);
+    P.ws_num_runs = L.add(4);
+    P.temp_bytes = detail::attention_grouping_temp_bytes(p.B, p.U);
+    P.ws_temp = L.add(P.temp_bytes);
+    // each run adds at most one partial block: ceil(B·n_seed / 128) + min(U, B) work items
+    P.grid_blocks = static_cast<int>((p.B * p.n_seed + rows - 1) / rows + std::min(p.U, p.B));
+  }
+  P.ws_total = L.total;
+}
+
+AttentionOp::~AttentionOp() = default;
+AttentionOp::AttentionOp(AttentionOp&&) noexcept = default;
+AttentionOp& AttentionOp::operator=(AttentionOp&&) noexcept = default;
+
+std::size_t AttentionOp::workspace_bytes() const { return plan_->ws_total; }
+const std::vector<std::string>& AttentionOp::paths() const { return plan_->paths; }
+
+void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
+  Plan& P = *plan_;
+  const ikbo::AttentionProblem& p = P.p;
+  if (p.B > 0) {  // before any launch
+    for (auto [name, ptr] : {std::pair<const char*, const void*>{"out", d_out}, {"q", p.q},
+                             {"k", p.k}, {"v", p.v}})
+      if (!aligned16(ptr))
+        throw InvalidArgument(name, std::string(name) + ": address " +
+                                        s(static_cast<std::int64_t>(
+                                            reinterpret_cast<std::uintptr_t>(ptr))) +
+                                        " is not 16-byte aligned (the attention kernel's 16-byte "
+                                        "copies; cudaMalloc gives 256)");
+  }
+  P.stream = stream;
+  P.ran = true;
+  P.map_error = reinterpret_cast<unsigned long long*>(static_cast<char*>(d_workspace) + P.ws_flag);
+  cuda_check(cudaMemsetAsync(P.map_error, 0xff, sizeof(unsigned long long), stream),
+             "attention: reset map flag");
+  if (p.B <= 0) return;
+  detail::launch_lce_map_check(p.cand_to_user, p.B, p.U, P.map_error, stream);
+  const detail::AttentionGrouping g = P.grouping(d_workspace);
+  detail::launch_attention_grouping(p.cand_to_user, p.B, p.U, p.n_seed,
+                                    detail::kAttentionBlockRows, g, stream);
+  detail::AttentionArgs a;
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.out = d_out;
+  a.k_offsets = static_cast<const std::int64_t*>(P.k_offsets.get());
+  a.S = p.S;
+  a.B = p.B;
+  a.H = static_cast<int>(p.H);
+  a.n_seed = static_cast<int>(p.n_seed);
+  a.Dh = static_cast<int>(p.Dh);
+  a.key_block = P.tuning.key_block;
+  a.scale_log2 = P.scale_log2;
+  a.grouping = g;
+  a.runs = static_cast<int>(P.slots);
+  a.grid_blocks = P.grid_blocks;
+  a.map_error = P.map_error;
+  detail::launch_attention_forward(p.policy.storage, a, stream);
+}
+
+void AttentionOp::finish() {
+  Plan& P = *plan_;
+  if (!P.ran) throw DeviceError("AttentionOp::finish: run() was not called");
+  cuda_check(cudaStreamSynchronize(P.stream), "attention (stream synchronize)");
+  cuda_check(cudaGetLastError(), "attention (kernels)");
+  unsigned long long bad = detail::kLceMapOk;
+  cuda_check(cudaMemcpy(&bad, P.map_error, sizeof bad, cudaMemcpyDeviceToHost), "read map flag");
+  if (bad == detail::kLceMapOk) return;
+  // Same message as the reference: validate_map on the downloaded map names the first offender.
+  std::vector<std::int32_t> map(static_cast<std::size_t>(P.p.B));
+  cuda_check(cudaMemcpy(map.data(), P.p.cand_to_user, map.size() * sizeof(std::int32_t),
+                        cudaMemcpyDeviceToHost),
+             "download cand_to_user");
+  const Status st = ikbo::validate_map(map, P.p.U);
+  if (!st.ok()) throw InvalidArgument(st);
+  throw InvalidArgument("cand_to_user", "cand_to_user[" + std::to_string(bad) +
+                                            "]: outside [0, U=" + std::to_string(P.p.U) +
+                                            ") during run() (the map changed since)");
+}
+
+}  // namespace tbe::cuda

@@ -1,0 +1,333 @@
+// GPU tests of the IKBO cross attention (tbe::cuda::AttentionOp and the CUDA IKBO backend):
+// outputs judged by the attention oracle (tbe::oracle::check_attention) for random shapes, map
+// kinds, dense and jagged keys, both key blocks; cases C19 (exact tail tiles), C21 (tiling
+// independence, bitwise stable), C22 (empty ranges); a private copy of a user's K/V vs shared
+// K/V (bitwise equal); long S, extreme logits; canaries (NaN-poisoned output, sentinels past its
+// end); the device map check and invalid arguments (InvalidArgument, output bitwise untouched).
+// C20 (64-bit offsets, 17 GB) is test_ikbo_attention_huge.cu, tagged [large].
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rapidcheck/catch.h>
+
+#include "ikbo_attention_harness.h"
+#include "ikbo_test_support.h"
+#include "tbe/cuda/ikbo_backend.h"
+#include "tbe/host_case.h"
+#include "tbe/ikbo_workloads.h"
+#include "tbe/oracle/ikbo_oracle.h"
+
+using namespace tbe;
+using namespace tbe::test;
+using tbe::ikbo::MapKind;
+
+namespace {
+
+constexpr int kKeyBlocks[] = {64, 128};
+
+cuda::AttentionTuning tuning_kb(int key_block) {
+  cuda::AttentionTuning t;
+  t.key_block = key_block;
+  return t;
+}
+
+/// The GPU outcome is Ok, canaries hold and the oracle accepts every element.
+void require_in_enclosure(const ikbo::AttentionProblem& p, const AttentionOutcome& gpu) {
+  INFO(to_string(gpu));
+  REQUIRE(gpu.kind == AttentionOutcome::Kind::Ok);
+  REQUIRE(gpu.sentinels_intact);
+  const oracle::CheckReport r = oracle::check_attention(p, gpu.output.data());
+  INFO(r.summary());
+  REQUIRE(r.passed());
+}
+
+ikbo::AttentionShape shape(std::int64_t B, std::int64_t U, std::int64_t n_seed, std::int64_t H,
+                           std::int64_t Dh, std::int64_t S, bool jagged = false) {
+  ikbo::AttentionShape sh = ikbo_test::dense_shape(B, U, n_seed, H, Dh, S);
+  sh.jagged = jagged;
+  return sh;
+}
+
+ikbo::IkboPolicy policy(DType st) { return {st, DType::F32, ikbo::LceRounding::RoundOnce}; }
+
+/// GPU-sized specs: n_seed and B cross the 128-row blocks (partial blocks, candidates split over
+/// two blocks), S crosses the key tiles (1, 63, 64, 65, 127, 128, 129, ...), Dh 64 or 128, dense
+/// or jagged (empty users), every map kind, scale default or given, B = 0 sometimes.
+rc::Gen<ikbo_test::AttentionSpec> gen_gpu_attention_spec() {
+  return rc::gen::exec([] {
+    ikbo_test::AttentionSpec s;
+    s.map = *rc::gen::elementOf(std::vector<MapKind>(std::begin(ikbo::kAllMapKinds),
+                                                     std::end(ikbo::kAllMapKinds)));
+    s.shape.B = *rc::gen::weightedOneOf<std::int64_t>(
+        {{1, rc::gen::just<std::int64_t>(0)}, {8, rc::gen::inRange<std::int64_t>(1, 24)}});
+    s.shape.U = *rc::gen::inRange<std::int64_t>(s.map == MapKind::UsersWithoutCandidates ? 2 : 1, 7);
+    s.shape.n_seed = *rc::gen::elementOf(std::vector<std::int64_t>{1, 3, 16, 33, 64, 127, 128, 129});
+    s.shape.H = *rc::gen::inRange<std::int64_t>(1, 4);
+    s.shape.Dh = *rc::gen::elementOf(std::vector<std::int64_t>{64, 128});
+    s.shape.S = *rc::gen::weightedOneOf<std::int64_t>(
+        {{2, rc::gen::inRange<std::int64_t>(1, 300)},
+         {2, rc::gen::elementOf(std::vector<std::int64_t>{1, 2, 63, 64, 65, 127, 128, 129, 257})}});
+    s.shape.jagged = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+    s.shape.scale = *rc::gen::weightedElement<double>({{4, 0.0}, {1, 0.5}, {1, 2.0}});
+    s.policy = policy(*rc::gen::elementOf(std::vector<DType>{DType::F16, DType::BF16}));
+    s.seed = *rc::gen::arbitrary<std::uint64_t>();
+    // work B·n_seed·S·Dh·H bounded (the oracle runs on the host)
+    while (s.shape.B > 1 && s.shape.B * s.shape.n_seed * s.shape.S * s.shape.H * s.shape.Dh > 40'000'000)
+      s.shape.B /= 2;
+    return s;
+  });
+}
+
+/// Sets every element of a [rows, H, Dh] tensor to f(row, h, d).
+template <class F>
+void fill(std::vector<std::byte>& t, DType st, std::int64_t rows, std::int64_t H, std::int64_t Dh,
+          F&& f) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t d = 0; d < Dh; ++d)
+        store_from_double(st, t.data(), (r * H + h) * Dh + d, f(r, h, d));
+}
+
+}  // namespace
+
+TEST_CASE("ikbo attention: every dtype, Dh, key block, map kind, dense and jagged in the enclosure",
+          "[gpu][ikbo][attention]") {
+  int i = 0;
+  for (DType st : {DType::F16, DType::BF16})
+    for (std::int64_t Dh : {64, 128})
+      for (int kb : kKeyBlocks)
+        for (MapKind map : ikbo::kAllMapKinds)
+          for (bool jagged : {false, true}) {
+            // 21 candidates of 9 query rows over 5 users: blocks of 128 rows split candidates,
+            // S = 150 crosses both key tiles; jagged: user 0 empty, lengths in [0, 300]
+            const ikbo::AttentionCase c = ikbo::make_attention_case(
+                shape(21, 5, 9, 2, Dh, 150, jagged), policy(st), map, 500 + i++);
+            const ikbo::AttentionProblem p = c.view();
+            INFO(to_string(st) << " Dh=" << Dh << " kb=" << kb << " map=" << to_string(map)
+                               << " jagged=" << jagged);
+            const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+            require_in_enclosure(p, gpu);
+            REQUIRE(gpu.paths.front() ==
+                    "attention.mma-sync.dh" + std::to_string(Dh) + ".kb" + std::to_string(kb));
+          }
+}
+
+TEST_CASE("ikbo attention: random shapes, maps and key blocks in the enclosure, stable run to run",
+          "[gpu][ikbo][attention]") {
+  rc::prop("GPU output in the enclosure; a second run is bitwise equal", [] {
+    const ikbo_test::AttentionSpec s = *gen_gpu_attention_spec();
+    const int kb = *rc::gen::elementOf(std::vector<int>{64, 128});
+    RC_LOG() << s << " key_block=" << kb << "\n";
+    const ikbo::AttentionCase c = ikbo_test::build(s);
+    const ikbo::AttentionProblem p = c.view();
+    const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+    RC_LOG() << to_string(gpu) << "\n";
+    RC_ASSERT(gpu.kind == AttentionOutcome::Kind::Ok);
+    RC_ASSERT(gpu.sentinels_intact);
+    const oracle::CheckReport r = oracle::check_attention(p, gpu.output.data());
+    RC_LOG() << r.summary() << "\n";
+    RC_ASSERT(r.passed());
+    RC_ASSERT(run_attention_gpu(p, tuning_kb(kb)).output == gpu.output);
+  });
+}
+
+TEST_CASE("ikbo attention C19: exact tail tiles and S = 1", "[gpu][ikbo][attention]") {
+  // Q = 0: every logit 0, P = 1 exactly, l = S; V[j][d] = j (exact) -> out = (S - 1) / 2 exactly
+  for (DType st : {DType::BF16, DType::F16})
+    for (int kb : kKeyBlocks)
+      for (std::int64_t S : {1, 2, 31, 32, 33, 63, 64, 65, 97, 127, 128, 129}) {
+        ikbo::AttentionCase c = ikbo::make_attention_case(shape(4, 1, 16, 8, 128, S), policy(st),
+                                                          MapKind::OneUser, 19 + S);
+        fill(c.q, st, 4 * 16, 8, 128, [](auto, auto, auto) { return 0.0; });
+        fill(c.v, st, S, 8, 128, [](std::int64_t j, auto, auto) { return static_cast<double>(j); });
+        const ikbo::AttentionProblem p = c.view();
+        INFO(to_string(st) << " kb=" << kb << " S=" << S);
+        const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+        require_in_enclosure(p, gpu);
+        const std::int64_t n = ikbo::attention_output_numel(p);
+        for (std::int64_t e = 0; e < n; ++e) {
+          INFO("element " << e);
+          REQUIRE(load_as_double(st, gpu.output.data(), e) == static_cast<double>(S - 1) / 2.0);
+        }
+      }
+}
+
+TEST_CASE("ikbo attention C19: candidates sharing K/V == each with a private copy, bitwise",
+          "[gpu][ikbo][attention]") {
+  for (DType st : {DType::BF16, DType::F16})
+    for (bool jagged : {false, true})
+      for (MapKind map : {MapKind::Sorted, MapKind::Unsorted, MapKind::UsersWithoutCandidates}) {
+        const ikbo::AttentionCase shared = ikbo::make_attention_case(
+            shape(13, 4, 24, 2, 128, 97, jagged), policy(st), map, 77);
+        const ikbo::AttentionProblem p = shared.view();
+        // private: user b holds a copy of candidate b's user's keys, identity map (U = B)
+        ikbo::AttentionCase priv = shared;
+        priv.shape.U = p.B;
+        priv.cand_to_user.resize(static_cast<std::size_t>(p.B));
+        priv.k.clear();
+        priv.v.clear();
+        priv.k_offsets.assign(1, 0);
+        const std::size_t row_bytes = static_cast<std::size_t>(p.H * p.Dh) * dtype_size(st);
+        for (std::int64_t b = 0; b < p.B; ++b) {
+          priv.cand_to_user[b] = static_cast<std::int32_t>(b);
+          const auto [k0, k1] = ikbo::attention_key_range(p, p.cand_to_user[b]);
+          const auto* kb = static_cast<const std::byte*>(p.k);
+          const auto* vb = static_cast<const std::byte*>(p.v);
+          priv.k.insert(priv.k.end(), kb + k0 * row_bytes, kb + k1 * row_bytes);
+          priv.v.insert(priv.v.end(), vb + k0 * row_bytes, vb + k1 * row_bytes);
+          priv.k_offsets.push_back(priv.k_offsets.back() + (k1 - k0));
+        }
+        if (!jagged) priv.k_offsets.clear();  // dense: every user has S keys
+        INFO(to_string(st) << " jagged=" << jagged << " map=" << to_string(map));
+        const AttentionOutcome a = run_attention_gpu(p), b = run_attention_gpu(priv.view());
+        require_in_enclosure(p, a);
+        REQUIRE(b.kind == AttentionOutcome::Kind::Ok);
+        REQUIRE(a.output == b.output);
+      }
+}
+
+TEST_CASE("ikbo attention C21: every key block in the enclosure, each bitwise stable",
+          "[gpu][ikbo][attention]") {
+  const ikbo::AttentionCase c = ikbo::make_attention_case(shape(16, 1, 16, 2, 128, 4096),
+                                                          policy(DType::BF16), MapKind::OneUser, 21);
+  const ikbo::AttentionProblem p = c.view();
+  for (int kb : kKeyBlocks) {
+    INFO("kb=" << kb);
+    const AttentionOutcome first = run_attention_gpu(p, tuning_kb(kb));
+    require_in_enclosure(p, first);
+    for (int rep = 0; rep < 3; ++rep) REQUIRE(run_attention_gpu(p, tuning_kb(kb)).output == first.output);
+  }
+}
+
+TEST_CASE("ikbo attention C22: empty key ranges give exact zeros", "[gpu][ikbo][attention]") {
+  for (int kb : kKeyBlocks) {
+    ikbo::AttentionShape sh = shape(6, 4, 4, 2, 128, 0, true);
+    sh.lengths = {0, 5, 0, 4};  // k_offsets [0, 0, 5, 5, 9]
+    ikbo::AttentionCase c = ikbo::make_attention_case(sh, policy(DType::BF16), MapKind::Sorted, 22);
+    c.cand_to_user = {0, 1, 2, 3, 0, 2};
+    REQUIRE(c.k_offsets == std::vector<std::int64_t>{0, 0, 5, 5, 9});
+    fill(c.q, DType::BF16, 6 * 4, 2, 128, [](auto, auto, auto) { return 0.0; });
+    fill(c.v, DType::BF16, 9, 2, 128, [](std::int64_t j, auto, auto) { return static_cast<double>(j); });
+    const ikbo::AttentionProblem p = c.view();
+    const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+    require_in_enclosure(p, gpu);
+    const double want[6] = {0.0, 2.0, 0.0, 6.5, 0.0, 0.0};
+    const std::int64_t per = 4 * 2 * 128;
+    for (std::int64_t e = 0; e < 6 * per; ++e) {
+      INFO("kb=" << kb << " element " << e);
+      const double x = load_as_double(DType::BF16, gpu.output.data(), e);
+      REQUIRE(x == want[e / per]);
+      REQUIRE(!std::signbit(x));
+    }
+  }
+}
+
+TEST_CASE("ikbo attention: long S and extreme logits in the enclosure", "[gpu][ikbo][attention]") {
+  SECTION("S = 16384") {
+    const ikbo::AttentionCase c = ikbo::make_attention_case(shape(4, 2, 16, 1, 128, 16384),
+                                                            policy(DType::BF16), MapKind::Sorted, 5);
+    require_in_enclosure(c.view(), run_attention_gpu(c.view()));
+  }
+  SECTION("logits up to ~1e4: exp without the running maximum would overflow") {
+    for (DType st : {DType::BF16, DType::F16})
+      for (int kb : kKeyBlocks) {
+        ikbo::AttentionCase c = ikbo::make_attention_case(shape(5, 2, 8, 2, 64, 300), policy(st),
+                                                          MapKind::Unsorted, 6);
+        // q, k scaled by 12: |logit| <= 144·64/8 ≈ 1150; increasing keys: key j's logit grows
+        // with j (the maximum rises in every tile)
+        const ikbo::AttentionProblem p0 = c.view();
+        fill(c.q, st, 5 * 8, 2, 64, [&](std::int64_t r, std::int64_t h, std::int64_t d) {
+          return 12.0 * load_as_double(st, p0.q, (r * 2 + h) * 64 + d);
+        });
+        fill(c.k, st, 600, 2, 64, [&](std::int64_t j, std::int64_t h, std::int64_t d) {
+          return (d % 2 == 0 ? 12.0 : 0.04 * static_cast<double>(j % 300)) *
+                 load_as_double(st, p0.k, (j * 2 + h) * 64 + d);
+        });
+        const ikbo::AttentionProblem p = c.view();
+        INFO(to_string(st) << " kb=" << kb);
+        const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+        require_in_enclosure(p, gpu);
+        for (std::int64_t e = 0; e < ikbo::attention_output_numel(p); ++e)
+          REQUIRE(std::isfinite(load_as_double(st, gpu.output.data(), e)));
+      }
+  }
+}
+
+TEST_CASE("ikbo attention: invalid arguments are rejected before any launch",
+          "[gpu][ikbo][attention]") {
+  ikbo::AttentionCase c = ikbo::make_attention_case(shape(6, 3, 4, 2, 128, 40), policy(DType::BF16),
+                                                    MapKind::Sorted, 3);
+  auto expect = [](const ikbo::AttentionProblem& p, const std::string& argument,
+                   const cuda::AttentionTuning& t = {}, bool misalign = false) {
+    const AttentionOutcome o = run_attention_gpu(p, t, misalign);
+    INFO(to_string(o));
+    REQUIRE(o.kind == AttentionOutcome::Kind::InvalidArgument);
+    REQUIRE(o.argument == argument);
+    REQUIRE(o.poison_intact);
+    REQUIRE(o.sentinels_intact);
+  };
+  SECTION("Dh not compiled") {
+    ikbo::AttentionCase d = ikbo::make_attention_case(shape(6, 3, 4, 2, 96, 40),
+                                                      policy(DType::BF16), MapKind::Sorted, 3);
+    expect(d.view(), "attention.Dh");
+  }
+  SECTION("fp32 storage") {
+    ikbo::AttentionCase d = ikbo::make_attention_case(shape(6, 3, 4, 2, 128, 40),
+                                                      {DType::F32, DType::F32, {}}, MapKind::Sorted, 3);
+    expect(d.view(), "attention.policy.storage");
+  }
+  SECTION("key block") { expect(c.view(), "tuning.key_block", tuning_kb(32)); }
+  SECTION("misaligned q") { expect(c.view(), "q", {}, true); }
+  SECTION("a shape validate() rejects: the reference's argument") {
+    ikbo::AttentionProblem p = c.view();
+    p.n_seed = 0;
+    expect(p, "attention.n_seed");
+  }
+  SECTION("a map value outside [0, U): the device check, the reference's message") {
+    for (std::int32_t bad : {3, -1}) {
+      c.cand_to_user[4] = bad;
+      const AttentionOutcome o = run_attention_gpu(c.view());
+      INFO(to_string(o));
+      REQUIRE(o.kind == AttentionOutcome::Kind::InvalidArgument);
+      REQUIRE(o.argument == "cand_to_user[4]");
+      REQUIRE(o.poison_intact);
+    }
+  }
+}
+
+TEST_CASE("ikbo attention: the CUDA IKBO backend runs AttentionOp and reports its paths",
+          "[gpu][ikbo][attention]") {
+  const std::unique_ptr<ikbo::IkboBackend> gpu = cuda::make_cuda_ikbo_backend();
+  INFO(gpu->name());
+  REQUIRE(gpu->name().find("attention: mma-sync") != std::string::npos);
+  ikbo::AttentionCase c = ikbo::make_attention_case(shape(17, 4, 8, 2, 128, 70, true),
+                                                    policy(DType::F16), MapKind::Unsorted, 9);
+  std::vector<std::byte> out = c.make_output();
+  gpu->attention(c.view(), out.data());
+  REQUIRE(oracle::check_attention(c.view(), out.data()).passed());
+  const std::vector<std::string> paths = gpu->last_paths();
+  REQUIRE(std::find(paths.begin(), paths.end(), "attention.mma-sync.dh128.kb64") != paths.end());
+  REQUIRE(std::find(paths.begin(), paths.end(), "attention.jagged") != paths.end());
+  REQUIRE(run_attention_gpu(c.view()).output == out);  // the same kernel, bitwise
+
+  // a bad map: the reference's error, the host output untouched
+  c.cand_to_user[3] = 4;
+  std::vector<std::byte> untouched(out.size(), std::byte{0x5a});
+  std::string gpu_what, cpu_what;
+  try {
+    gpu->attention(c.view(), untouched.data());
+  } catch (const InvalidArgument& e) {
+    gpu_what = e.what();
+  }
+  try {
+    ikbo::make_reference_ikbo_backend()->attention(c.view(), out.data());
+  } catch (const InvalidArgument& e) {
+    cpu_what = e.what();
+  }
+  REQUIRE(!gpu_what.empty());
+  REQUIRE(gpu_what == cpu_what);
+  REQUIRE(std::all_of(untouched.begin(), untouched.end(), [](std::byte b) { return b == std::byte{0x5a}; }));
+}
