@@ -77,6 +77,44 @@ struct BoundsCheck {
   static constexpr int kBlockThreads = 256;
 };
 
+/// Small-table histogram path (kernels/small_table.cuh, forward_small_table.cu,
+/// backward_small_table.cu; eligibility and plan: src/small_table.cpp; docs/small-table.md).
+/// The eligibility limits are the path's definition (E_pad <= 64 rows of counts per bag, D <= 128
+/// columns in one warp's accumulators); the tests force the path with SmallTableTuning::Mode::Force
+/// and cover E in {1, 2, 63, 64}, D in {64, 96, 128} and L in {0, 1, 63, 64, 2048, 2049}.
+struct SmallTable {
+  /// Largest E: the counts of one bag are one row of 4 k-tiles of mma.m16n8k16.
+  static constexpr int kMaxRows = 64;
+  /// D range: 64..128 (8 to 16 n-tiles of 8 columns; FP32 accumulators of 16 n-tiles per lane).
+  static constexpr int kMinDim = 64, kMaxDim = 128;
+  /// Expected L below which Mode::Auto leaves a feature on the generic path (the histogram pays
+  /// for itself when a bag reuses rows).
+  static constexpr double kMinExpectedBagLength = 64;
+  /// Bags with fewer lookups are summed directly (index order, FP32) from the shared-memory table
+  /// tile instead of on tensor cores: below this L the truncating tensor-core accumulation is not
+  /// proven inside the forward enclosure (docs/oracle.md "Small-table histogram path"); at and
+  /// above it, it is. Not a tuning knob: the proof needs L - 1 >= 39.
+  static constexpr int kTensorCoreMinLookups = 64;
+  /// Largest count FP16 holds exactly (2^11): lookups are counted in slices of this many positions
+  /// of a bag, so every count fed to the tensor cores is exact.
+  static constexpr int kMaxExactCount = 2048;
+  /// Forward: warps per block (each owns 16-bag m-tiles), bags per block (the table tile is loaded
+  /// once per block).
+  static constexpr int kWarps = 4;
+  static constexpr int kBagsPerBlock = 128;
+  /// Backward GEMM: bags (k) per block of the split-K grad_table = counts^T · grad_output; the
+  /// partial tiles are reduced in a fixed order (deterministic).
+  static constexpr int kBackwardBagsPerBlock = 512;
+  /// Shared-memory row strides (elements): the transposed table tile (E_pad + 8 halves: the
+  /// B-fragment loads of 8 columns x 4 k-pairs hit 32 distinct banks) and the count tile (64 + 8
+  /// ints: the 8-byte A-fragment loads of a half-warp hit distinct banks).
+  static constexpr int kTableStride = kMaxRows + 8;
+  static constexpr int kCountStride = kMaxRows + 8;
+  static_assert(kTensorCoreMinLookups - 1 >= 39, "docs/oracle.md: the tensor-core bound needs L >= 40");
+  static_assert(kBagsPerBlock % (16 * kWarps) == 0, "whole m-tiles per warp");
+  static_assert(kBackwardBagsPerBlock % 16 == 0, "whole k-tiles per block");
+};
+
 // ============================================================================================
 // Backward
 // ============================================================================================

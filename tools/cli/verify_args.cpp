@@ -88,7 +88,8 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
                   "backward  backward + exact optimizer rows (optimizer x weight\n"
                   "          decay x rounding x route x deterministic, 40 rows) on\n"
                   "          a seed-large slice (T=8, same B; at most 1024 without\n"
-                  "          a GPU); every kernel path must be exercised\n"
+                  "          a GPU), then 8 small-table histogram rows; every\n"
+                  "          kernel path must be exercised\n"
                   "          (docs/backward.md)\n"
                   "ikbo      IKBO rows (op lce | attention x dtype fp16 | bf16\n"
                   "          (+ fp32 on the CPU reference) x map sorted | unsorted\n"
@@ -98,7 +99,7 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
                   "          --backend\n"
                   "all       the three")
       ->type_name("LIST");
-  cli::add_decimal(app, "--backward-row", "N", a.backward_row, std::int64_t{1}, std::int64_t{40},
+  cli::add_decimal(app, "--backward-row", "N", a.backward_row, std::int64_t{1}, std::int64_t{48},
                    "run only backward row N (the replay command of a failing row)");
   cli::add_parsed(
          app, "--ikbo-rounding", a.ikbo_rounding,

@@ -7,6 +7,9 @@
 // The other axes of a problem rotate with the row index so every value appears: weights dtype
 // (sr rows: fp16/bf16), policy family, weighted, pooling, index width, VBE, shared tables,
 // max_norm, gradient clipping, non-zero starting momentum.
+// Small-table rows (after those): the CUDA small-table histogram path (docs/small-table.md) under
+// optimizer (sgd, rowwise_adagrad) x rounding (rne, sr) x histogram (own counts, saved counts),
+// the forward judged too.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,14 @@ namespace tbe::judge {
 enum class BackwardRoute : std::uint8_t { Short, Chunked, Fused };
 std::string to_string(BackwardRoute r);  ///< "short", "chunked", "fused"
 
+/// How a row treats the small-table histogram path (docs/small-table.md).
+enum class BackwardHistogram : std::uint8_t {
+  Off,    ///< the seed-large slice (no feature is eligible)
+  Own,    ///< small-table problem; forward() then backward(): the backward counts again
+  Saved,  ///< small-table problem; training_step(): the backward reuses the forward's counts
+};
+std::string to_string(BackwardHistogram h);  ///< "off", "own", "saved"
+
 /// One backward row.
 struct BackwardRowAxes {
   OptimizerKind optimizer = OptimizerKind::ExactSgd;
@@ -48,9 +59,13 @@ struct BackwardRowAxes {
   bool clip_gradient = false;
   bool momentum_nonzero = false;
   bool wide_rows = false;  ///< D = 256 instead of seed-large's 128 (block groups on the GPU)
+  /// Not Off: features 0 and 1 read FP16 tables of 48 x 96 (L = 128) and 64 x 128 (L = 64),
+  /// eligible for the small-table path, beside one generic feature (D = 128, L = 20).
+  BackwardHistogram histogram = BackwardHistogram::Off;
 };
 
-/// The rows in order (40: 4 optimizer/weight-decay pairs x 2 roundings x 5 route/determinism).
+/// The rows in order (40: 4 optimizer/weight-decay pairs x 2 roundings x 5 route/determinism;
+/// then 8 small-table rows: sgd / rowwise_adagrad x rne / sr x own / saved counts).
 std::vector<BackwardRowAxes> enumerate_backward_rows();
 
 /// "bwd:opt=rowwise_adagrad,wd=l2,round=sr,route=fused,det=1,policy=...,w=fp16,weighted=1,..."
@@ -93,7 +108,10 @@ struct BackwardRunnerConfig {
 /// identical when deterministic, and for SR rows the aggregate z-test on the row's output and on
 /// a C12-shaped problem (quarter-ulp updates: about 25% of the elements must move, RNE would move
 /// none); with a device also the intended route's counters > 0 and consistent with the reference
-/// transpose (runs and lookups). Without a device the CPU fallback runs the same checks but the
+/// transpose (runs and lookups). Small-table rows also judge the forward output (oracle) and
+/// require, with a device, the histogram paths: forward.small_table.mma, bwd.small_table (rows
+/// updated from the histogram > 0) and, for saved counts, bwd.small_table.saved_counts.
+/// Without a device the CPU fallback runs the same checks but the
 /// counters (target SelfCheck: it has one path, so the route axis is not exercised).
 class BackwardRunner {
  public:
