@@ -223,7 +223,8 @@ struct LceStages {
 /// per (block of kBlockRows query rows of one user's candidates, head); 8 warps of 16 rows each;
 /// K/V tiles of kKeyBlock keys in a 2-stage cp.async ring, Q in shared memory (ldmatrix per
 /// k-step, not held in registers: that keeps the Dh = 128 kernel at <= 128 registers for 2 CTAs
-/// per SM). The kernel's index arithmetic assumes these values (it static_asserts them).
+/// per SM; key block 128 runs one CTA per SM and compiles the variants below). The kernel's index
+/// arithmetic assumes these values (it static_asserts them).
 struct AttentionMmaSync {
   /// Query rows per CTA (whole or partial candidates of one user: each K/V tile in shared memory
   /// serves all of them). Matches detail::kAttentionBlockRows, which the grouping uses.
@@ -233,10 +234,26 @@ struct AttentionMmaSync {
   /// alternative, dispatch/dispatch.h kAttentionKeyBlocks, drawn by the tests, case C21).
   static constexpr int kDefaultKeyBlock = AttentionTuning{}.key_block;
   static_assert(kDefaultKeyBlock == 64, "the default key block must be a compiled variant");
+  /// AttentionTuning::q_in_registers (false default; compiled with key block 128 only): each
+  /// warp's Q fragments (Dh / 16 × 4 registers) loaded once instead of an ldmatrix per k-step and
+  /// key tile (1 of 17 ldmatrix per k-step at key block 128). tbe-bench ikbo-fa times it beside
+  /// the others (variant mma-sync.kb128.qreg); the tests run it in every key-block loop.
+  static constexpr bool kDefaultQInRegisters = AttentionTuning{}.q_in_registers;
+  static_assert(!kDefaultQInRegisters, "Q in registers is compiled with key block 128 only");
+  /// AttentionTuning::kv_stages (2 default; 3 compiled with key block 128 only): a 3-stage K/V
+  /// ring loads tile t + 2 after tile t's barrier, so one barrier per tile instead of two (the
+  /// 8 warps of the one CTA per SM wait for the slowest once per tile). Q 32 KB + 3 × 64 KB =
+  /// 224 KB at Dh = 128 (kMaxSmemBytes: 227 KB). Timed as mma-sync.kb128[.qreg].stages3.
+  static constexpr int kDefaultKvStages = AttentionTuning{}.kv_stages;
+  static_assert(kDefaultKvStages == 2, "3 stages are compiled with key block 128 only");
+  /// Largest dynamic shared memory of one CTA on sm_90 (cudaFuncAttributeMaxDynamicSharedMemorySize).
+  static constexpr int kMaxSmemBytes = 227 * 1024;
   /// __launch_bounds__ minimum resident CTAs per SM: 2 (Q 32 KB + 2 stages × (K, V) 64 KB = 96 KB
-  /// of shared memory at Dh = 128, key block 64), 1 for Dh = 128 with key block 128 (160 KB).
-  static constexpr int min_blocks_per_sm(int dh, int key_block) {
-    return dh == 128 && key_block == 128 ? 1 : 2;
+  /// of shared memory at Dh = 128, key block 64), 1 for Dh = 128 with key block 128 (160 KB) and
+  /// for Q in registers or 3 stages (up to 255 registers: no spills; at Dh = 64 the 80 / 112 KB
+  /// would fit 2 CTAs, which the 128-register cap of 2 would turn into spills).
+  static constexpr int min_blocks_per_sm(int dh, int key_block, bool q_in_registers, int stages) {
+    return q_in_registers || stages == 3 || (dh == 128 && key_block == 128) ? 1 : 2;
   }
   /// Threads per block of the grouping's element-wise kernels (iota, per-run blocks).
   static constexpr int kGroupingThreads = 256;

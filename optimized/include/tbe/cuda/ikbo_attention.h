@@ -39,6 +39,14 @@ namespace tbe::cuda {
 struct AttentionTuning {
   /// Keys per shared-memory K/V tile (and per online-softmax step): 64 or 128.
   int key_block = 64;
+  /// Hold each warp's Q fragments in registers across key tiles instead of reading them from
+  /// shared memory per tile (bitwise the same output); key_block 128 only (one CTA per SM at
+  /// Dh = 128, so the registers are free), else InvalidArgument naming tuning.q_in_registers.
+  bool q_in_registers = false;
+  /// K/V tiles in the kernel's shared-memory ring: 2, or 3 with key_block 128 (one barrier per
+  /// tile instead of two, one more tile in flight; 224 KB of shared memory at Dh = 128); else
+  /// InvalidArgument naming tuning.kv_stages. Bitwise the same output.
+  int kv_stages = 2;
 };
 
 /// One IKBO cross attention on device memory.
