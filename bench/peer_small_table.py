@@ -12,7 +12,6 @@
 # stand-ins of peer_tbe_triton.py (PEER_TOOLS, default tools/peers next to this checkout's .peers).
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -22,26 +21,15 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.environ.get("PEER_TOOLS", os.path.join(HERE, "..", ".peers", "tools")))
 import peer_tbe_triton as P  # stand-in modules for what the TorchRec copies import
+from peer_timing import l2_flush_buffer, time_cuda
 
 dev = torch.device("cuda")
 T0 = time.time()
 
 
 def timed(fn, iters, flush):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for i in range(iters):
-        flush.fill_(i & 0xFF)
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return {"median_ms": statistics.median(ts), "min_ms": min(ts), "max_ms": max(ts), "iters": iters}
+    med, lo, hi = time_cuda(fn, iters, flush)
+    return {"median_ms": med, "min_ms": lo, "max_ms": hi, "iters": iters}
 
 
 def run_case(tt, EOT, path, iters, flush):
@@ -83,7 +71,7 @@ def main():
     setattr(ops, "get_infos_metadata", P.get_infos_metadata)
     setattr(ops, "transpose_embedding_input", P.transpose_embedding_input)
     res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cases": {}}
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    flush = l2_flush_buffer()
     iters = int(os.environ.get("ITERS", "20"))
     print(f"{'case':12s} {'fwd tri-st':>10s} {'generic':>10s} | {'f+b tri-st':>10s} {'generic':>10s}"
           "  histogram feature / saved plans")

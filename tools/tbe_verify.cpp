@@ -295,9 +295,10 @@ int run(const VerifyArgs& args) {
   if (args.rows.backward) {
     BackwardRunnerConfig bcfg;
     // Without a GPU the CPU fallback and the oracle run every row on the CPU: B is capped at
-    // kCpuBackwardBatch so a laptop run stays in minutes (the GPU rows use the full B).
+    // kCpuBackwardBatch so a laptop run stays in minutes (the GPU rows use the full B), unless
+    // --batch asks for a B (e.g. to time the CPU side of a GPU run).
     const bool backward_on_cpu = info.device_is_cpu || !device;
-    bcfg.batch = backward_on_cpu ? std::min(batch, kCpuBackwardBatch) : batch;
+    bcfg.batch = backward_on_cpu && !args.batch ? std::min(batch, kCpuBackwardBatch) : batch;
     bcfg.seed = args.seed;
     // --backend cpu tests this tool: the backward rows then run as CPU self-checks (the reference
     // backend has no kernel routes to count).

@@ -221,31 +221,34 @@ struct LceStages {
 
 /// The cross-attention forward (kernels/ikbo_attention_fwd.cuh, AttentionOp): FA2-style, one CTA
 /// per (block of kBlockRows query rows of one user's candidates, head); 8 warps of 16 rows each;
-/// K/V tiles of kKeyBlock keys in a 2-stage cp.async ring, Q in shared memory (ldmatrix per
-/// k-step, not held in registers: that keeps the Dh = 128 kernel at <= 128 registers for 2 CTAs
-/// per SM; key block 128 runs one CTA per SM and compiles the variants below). The kernel's index
+/// K/V tiles of kKeyBlock keys in a cp.async ring. Key block 64: 2 stages, Q in shared memory
+/// (ldmatrix per k-step: that keeps the Dh = 128 kernel at <= 128 registers for 2 CTAs per SM);
+/// key block 128 runs one CTA per SM and compiles the variants below (the default: Q in
+/// registers, 3 stages). The kernel's index
 /// arithmetic assumes these values (it static_asserts them).
 struct AttentionMmaSync {
   /// Query rows per CTA (whole or partial candidates of one user: each K/V tile in shared memory
   /// serves all of them). Matches detail::kAttentionBlockRows, which the grouping uses.
   static constexpr int kBlockRows = 128;
   static constexpr int kThreads = 256;  ///< 8 warps × 16 rows
-  /// Keys per shared-memory tile: AttentionTuning::key_block (64 default; 128 compiled as the
+  /// Keys per shared-memory tile: AttentionTuning::key_block (128 default; 64 compiled as the
   /// alternative, dispatch/dispatch.h kAttentionKeyBlocks, drawn by the tests, case C21).
   static constexpr int kDefaultKeyBlock = AttentionTuning{}.key_block;
-  static_assert(kDefaultKeyBlock == 64, "the default key block must be a compiled variant");
-  /// AttentionTuning::q_in_registers (false default; compiled with key block 128 only): each
+  static_assert(kDefaultKeyBlock == 128, "the default key block must be a compiled variant");
+  /// AttentionTuning::q_in_registers (true default; compiled with key block 128 only): each
   /// warp's Q fragments (Dh / 16 × 4 registers) loaded once instead of an ldmatrix per k-step and
   /// key tile (1 of 17 ldmatrix per k-step at key block 128). tbe-bench ikbo-fa times it beside
   /// the others (variant mma-sync.kb128.qreg); the tests run it in every key-block loop.
   static constexpr bool kDefaultQInRegisters = AttentionTuning{}.q_in_registers;
-  static_assert(!kDefaultQInRegisters, "Q in registers is compiled with key block 128 only");
-  /// AttentionTuning::kv_stages (2 default; 3 compiled with key block 128 only): a 3-stage K/V
+  static_assert(!kDefaultQInRegisters || kDefaultKeyBlock == 128,
+                "Q in registers is compiled with key block 128 only");
+  /// AttentionTuning::kv_stages (3 default; compiled with key block 128 only): a 3-stage K/V
   /// ring loads tile t + 2 after tile t's barrier, so one barrier per tile instead of two (the
   /// 8 warps of the one CTA per SM wait for the slowest once per tile). Q 32 KB + 3 × 64 KB =
   /// 224 KB at Dh = 128 (kMaxSmemBytes: 227 KB). Timed as mma-sync.kb128[.qreg].stages3.
   static constexpr int kDefaultKvStages = AttentionTuning{}.kv_stages;
-  static_assert(kDefaultKvStages == 2, "3 stages are compiled with key block 128 only");
+  static_assert(kDefaultKvStages == 2 || kDefaultKeyBlock == 128,
+                "3 stages are compiled with key block 128 only");
   /// Largest dynamic shared memory of one CTA on sm_90 (cudaFuncAttributeMaxDynamicSharedMemorySize).
   static constexpr int kMaxSmemBytes = 227 * 1024;
   /// __launch_bounds__ minimum resident CTAs per SM: 2 (Q 32 KB + 2 stages × (K, V) 64 KB = 96 KB

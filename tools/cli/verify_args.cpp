@@ -37,7 +37,7 @@ constexpr const char* kFooter =
 /// The run's options on `app` (the root), stored in `a`.
 void add_run_options(CLI::App& app, VerifyArgs& a) {
   cli::add_decimal(app, "--batch", "B", a.batch, std::int64_t{1}, kMaxVerifyBatch,
-                   "batch size B (default 8192)");
+                   "batch size B (default 8192; without a GPU the backward rows use 1024 unless --batch is given)");
   app.add_flag("--full", a.full, "seed-large at its full B = 131072 (--batch overrides)");
   cli::add_decimal(app, "--seed", "S", a.seed, std::uint64_t{0},
                    std::numeric_limits<std::uint64_t>::max(),
