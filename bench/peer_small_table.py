@@ -65,6 +65,8 @@ def run_case(tt, EOT, path, iters, flush):
 
 def main():
     dump, out_path = sys.argv[1], sys.argv[2]
+    # the TorchRec copies: .peers/ of this checkout (PEER_COPIES overrides)
+    P.PEERS = os.environ.get("PEER_COPIES", os.path.join(HERE, "..", ".peers"))
     P.install_stand_ins()
     import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as tt
     ops = torch.ops.fbgemm

@@ -2,14 +2,20 @@
 #include "tbe/judge/backward_rows.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include <omp.h>
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
@@ -420,7 +426,9 @@ std::string backward_row_label(const BackwardRowAxes& a) {
   return os.str();
 }
 
-BackwardRunner::BackwardRunner(BackwardRunnerConfig cfg) : cfg_(std::move(cfg)) {}
+BackwardRunner::BackwardRunner(BackwardRunnerConfig cfg) : cfg_(std::move(cfg)) {
+  if (cfg_.device) device_ = std::make_unique<SerializedBackend>(*cfg_.device, device_mutex_);
+}
 
 BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_index) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -429,6 +437,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   res.index = row_index;
   res.label = backward_row_label(a);
   RowResult& row = res.row;
+  SectionTimes times;  // this row's, added to the runner's at the end
   row.target = cfg_.device ? Target::Device : Target::SelfCheck;
   const std::uint64_t row_seed = stable_hash(res.label) ^ (cfg_.seed * 0x9E3779B97F4A7C15ULL);
   // What a failing row is saved from: the judged calls' inputs, outputs or errors.
@@ -441,10 +450,10 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   c12_call.out = &out12;
   std::string implementation;
   try {
-    times_.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
+    times.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
     const BackwardProblem& p = in.problem;
-    BackwardReference fp64 = times_.time("reference", [&] { return backward_reference_fp64(p); });
-    const oracle::BackwardEnclosures enc = times_.time(
+    BackwardReference fp64 = times.time("reference", [&] { return backward_reference_fp64(p); });
+    const oracle::BackwardEnclosures enc = times.time(
         "enclosures", [&] { return oracle::compute_backward_enclosures(p, std::move(fp64)); });
     const BackwardReference& ref = enc.reference;
     for (std::int64_t sl : ref.transpose.run_lengths)
@@ -457,24 +466,24 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     // path): oracle, determinism, SR z-test and C12.
     std::unique_ptr<Backend> cpu;
     if (!cfg_.device) cpu = make_reference_backend();
-    Backend& dev = cfg_.device ? *cfg_.device : *cpu;
+    Backend& dev = cfg_.device ? static_cast<Backend&>(*device_) : *cpu;
     implementation = dev.name();
     main_call.strategy = c12_call.strategy = strategy;
     main_call.histogram = a.histogram;
     const bool small = a.histogram != BackwardHistogram::Off;
     out = fresh_outputs(in);
-    res.stats = times_.time("backend", [&] { return main_call.run(dev); });
+    res.stats = times.time("backend", [&] { return main_call.run(dev); });
     row.paths = res.stats.paths;
     const std::vector<std::byte>& fwd_out = main_call.forward_output;
     if (small) {
-      const oracle::CheckReport fr = times_.time(
+      const oracle::CheckReport fr = times.time(
           "judge", [&] { return oracle::check_forward(p.forward, fwd_out.data()); });
       row.checks.push_back(Check{"forward.oracle", fr.passed(), fr.summary(), fr});
       for (const std::string& path : main_call.forward_paths)
         if (std::find(row.paths.begin(), row.paths.end(), path) == row.paths.end())
           row.paths.push_back(path);
     }
-    times_.time("judge", [&] {
+    times.time("judge", [&] {
       add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
     });
 
@@ -490,15 +499,14 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << c.fused_lookups << ", chunks " << c.chunks << "; reference " << runs << " runs/"
          << lookups << " lookups (max SL " << res.max_segment_length << ", threshold "
          << strategy.long_run_threshold << ")";
-      // The rows the histogram updated are the call's runs beyond the generic counters.
-      const std::int64_t hist_runs =
-          res.stats.runs - (c.short_runs + c.chunked_runs + c.fused_runs);
-      const std::int64_t hist_lookups =
-          res.stats.lookups - (c.short_lookups + c.chunked_lookups + c.fused_lookups);
+      // The rows the small-table histogram updated leave the generic counters; together they
+      // cover every run and lookup of the reference transpose once.
+      const std::int64_t hist_runs = c.histogram_runs;
+      const std::int64_t hist_lookups = c.histogram_lookups;
       const bool sums =
-          small ? res.stats.runs == runs && res.stats.lookups == lookups
-                : c.short_runs + c.chunked_runs + c.fused_runs == runs &&
-                      c.short_lookups + c.chunked_lookups + c.fused_lookups == lookups;
+          c.short_runs + c.chunked_runs + c.fused_runs + hist_runs == runs &&
+          c.short_lookups + c.chunked_lookups + c.fused_lookups + hist_lookups == lookups &&
+          res.stats.runs == runs && res.stats.lookups == lookups && (small || hist_runs == 0);
       const std::int64_t routed = a.route == BackwardRoute::Short     ? c.short_runs
                                   : a.route == BackwardRoute::Chunked ? c.chunked_runs
                                                                       : c.fused_runs;
@@ -529,7 +537,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
       BackwardResultBuffers again = fresh_outputs(in);
       std::vector<std::byte> again_fwd;
       std::vector<std::string> again_paths;
-      times_.time("backend", [&] {
+      times.time("backend", [&] {
         backward_step(dev, p, again, strategy, a.histogram, again_fwd, again_paths);
       });
       const bool same = again.weights == out.weights && again.momentum == out.momentum &&
@@ -561,15 +569,23 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << ", expected 0.22..0.28)";
       row.checks.push_back(agreement("c12.sr", z12.passed() && frac >= 0.22 && frac <= 0.28,
                                      os.str()));
-      times_.add("sr tests", seconds_since(t_sr));
+      times.add("sr tests", seconds_since(t_sr));
     }
     finish_row(row);
   } catch (const std::exception& e) {
     row.checks.push_back(agreement("error", false, std::string("unexpected error: ") + e.what()));
     finish_row(row);
   }
+  // A slot among the save_failures_max saved rows is claimed under the lock (given back when
+  // the case cannot be written).
+  auto claim_slot = [&] {
+    const std::lock_guard<std::mutex> lock(state_mutex_);
+    if (saved_failures_ >= cfg_.save_failures_max) return false;
+    ++saved_failures_;
+    return true;
+  };
   if (row.verdict == Verdict::Failed && !cfg_.save_failures_dir.empty()) {
-    if (saved_failures_ >= cfg_.save_failures_max) {
+    if (!claim_slot()) {
       res.save_note = "not saved (--save-failures-max " + std::to_string(cfg_.save_failures_max) +
                       " reached)";
     } else {
@@ -581,6 +597,8 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
       const JudgedCall& judged = only_c12 ? c12_call : main_call;
       if (!judged.ran) {
         res.save_note = "not saved (the row failed before its backward call)";
+        const std::lock_guard<std::mutex> lock(state_mutex_);
+        --saved_failures_;
       } else {
         const std::string dir = cfg_.save_failures_dir + "/backward-row-" +
                                 std::to_string(row_index + 1) + (only_c12 ? "-c12" : "");
@@ -595,15 +613,85 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
         try {
           write_backward_case(dir, judged, res.label, prov.str(), cfg_.seed, implementation);
           res.saved_case = dir;
-          ++saved_failures_;
         } catch (const std::exception& e) {
           res.save_note = std::string("saving the case failed: ") + e.what();
+          const std::lock_guard<std::mutex> lock(state_mutex_);
+          --saved_failures_;
         }
       }
     }
   }
   row.seconds = seconds_since(t0);
+  {
+    const std::lock_guard<std::mutex> lock(state_mutex_);
+    for (const auto& [name, sec] : times.entries()) times_.add(name, sec);
+  }
   return res;
+}
+
+SectionTimes BackwardRunner::section_times() const {
+  const std::lock_guard<std::mutex> lock(state_mutex_);
+  return times_;
+}
+
+int default_backward_jobs() { return std::clamp(omp_get_max_threads() / 5, 1, 4); }
+
+std::vector<BackwardRowResult> BackwardRunner::run_rows(
+    const std::vector<std::size_t>& row_indices, int jobs,
+    const std::function<void(const BackwardRowResult&)>& on_done) {
+  const std::vector<BackwardRowAxes> all = enumerate_backward_rows();
+  for (std::size_t i : row_indices)
+    if (i >= all.size())
+      throw InvalidArgument("row_indices", "row_indices: " + std::to_string(i) +
+                                               " is past the " + std::to_string(all.size()) +
+                                               " backward rows");
+  std::vector<BackwardRowResult> out;
+  out.reserve(row_indices.size());
+  if (jobs <= 1 || row_indices.size() <= 1) {
+    for (std::size_t i : row_indices) {
+      out.push_back(run(all[i], i));
+      if (on_done) on_done(out.back());
+    }
+    return out;
+  }
+  jobs = std::min<int>(jobs, static_cast<int>(row_indices.size()));
+  const int inner = std::max(1, omp_get_max_threads() / jobs);
+  std::vector<std::optional<BackwardRowResult>> slots(row_indices.size());
+  std::atomic<std::size_t> next{0};
+  std::mutex m;
+  std::condition_variable cv;
+  auto work = [&] {
+    omp_set_num_threads(inner);  // this thread's OpenMP regions
+    for (std::size_t k; (k = next.fetch_add(1)) < row_indices.size();) {
+      const std::size_t i = row_indices[k];
+      BackwardRowResult r;
+      try {
+        r = run(all[i], i);
+      } catch (const std::exception& e) {  // run() reports its own errors; this is a last resort
+        r.axes = all[i];
+        r.index = i;
+        r.label = backward_row_label(all[i]);
+        r.row.checks.push_back(agreement("error", false, std::string("unexpected error: ") + e.what()));
+        finish_row(r.row);
+      }
+      {
+        const std::lock_guard<std::mutex> lock(m);
+        slots[k] = std::move(r);
+      }
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
+  for (std::size_t k = 0; k < row_indices.size(); ++k) {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return slots[k].has_value(); });
+    out.push_back(std::move(*slots[k]));
+    lock.unlock();
+    if (on_done) on_done(out.back());
+  }
+  for (std::thread& t : pool) t.join();
+  return out;
 }
 
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows) {

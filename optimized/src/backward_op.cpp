@@ -733,8 +733,11 @@ BackwardStats BackwardOp::finish() {
   P.small_stats = SmallTableBackwardStats{static_cast<std::int64_t>(c.small_table_rows),
                                           static_cast<std::int64_t>(c.small_table_lookups),
                                           P.used_saved};
-  st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs) + P.small_stats.rows;
-  st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + P.small_stats.lookups;
+  k.histogram_runs = P.small_stats.rows;
+  k.histogram_lookups = P.small_stats.lookups;
+  k.histogram_min_run = P.small_stats.rows > 0 ? P.small_min_run : 0;
+  st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs) + k.histogram_runs;
+  st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups;
   st.paths.push_back(tp.sort_path());
   if (P.hoisted) st.paths.push_back("bwd.hoisted");
   if (k.short_runs > 0) st.paths.push_back("bwd.short");

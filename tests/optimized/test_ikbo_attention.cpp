@@ -350,7 +350,12 @@ TEST_CASE("ikbo attention: the CUDA IKBO backend runs AttentionOp and reports it
   gpu->attention(c.view(), out.data());
   REQUIRE(oracle::check_attention(c.view(), out.data()).passed());
   const std::vector<std::string> paths = gpu->last_paths();
-  REQUIRE(std::find(paths.begin(), paths.end(), "attention.mma-sync.dh128.kb64") != paths.end());
+  // the backend runs the default tuning (AttentionTuning{}: kb128.qreg.stages3)
+  const cuda::AttentionTuning def{};
+  const std::string kernel = "attention.mma-sync.dh128." +
+                             label({def.key_block, def.q_in_registers, def.kv_stages});
+  INFO(kernel);
+  REQUIRE(std::find(paths.begin(), paths.end(), kernel) != paths.end());
   REQUIRE(std::find(paths.begin(), paths.end(), "attention.jagged") != paths.end());
   REQUIRE(run_attention_gpu(c.view()).output == out);  // the same kernel, bitwise
 

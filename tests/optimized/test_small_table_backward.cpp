@@ -124,6 +124,15 @@ TEST_CASE("small-table backward: short rows stay generic, long rows take the his
     REQUIRE(has_path(gpu.stats, "bwd.small_table") == (B == 600));
     const BackwardOutcome ref = run_backward_reference(c, false);
     REQUIRE(gpu.stats.runs == ref.stats.runs);
+    // the counters: histogram rows (SL >= 74 + 512-bag blocks) plus the generic paths' rows
+    const BackwardPathCounters& k = gpu.stats.counters;
+    CAPTURE(B, k.short_runs, k.chunked_runs, k.fused_runs, k.histogram_runs, k.histogram_min_run);
+    REQUIRE(k.short_runs + k.chunked_runs + k.fused_runs + k.histogram_runs == ref.stats.runs);
+    REQUIRE(k.short_lookups + k.chunked_lookups + k.fused_lookups + k.histogram_lookups ==
+            ref.stats.lookups);
+    REQUIRE((k.histogram_runs > 0) == (B == 600));
+    REQUIRE(k.histogram_min_run == (B == 600 ? 74 + (608 + 511) / 512 : 0));
+    REQUIRE(k.histogram_lookups >= k.histogram_runs * k.histogram_min_run);
   }
 }
 

@@ -39,7 +39,7 @@ bool histogram_table(const ForwardProblem& p, std::int64_t t) {
 
 // The reference backend behind the routing rule of tbe/backward.h: runs with SL >= threshold are
 // counted on the long route the strategy names, in ceil(SL / chunk) chunks; runs of histogram
-// tables on no route counter (the runs and lookups totals still hold them).
+// tables on the histogram counters, as the CUDA backend reports them.
 class RoutingStandIn : public Backend {
  public:
   explicit RoutingStandIn(BwdFault f) : fault_(f), ref_(make_reference_backend()) {}
@@ -75,6 +75,9 @@ class RoutingStandIn : public Backend {
       const std::int64_t sl = ref.transpose.run_lengths[i];
       if (fault_ != BwdFault::NoHistogram && histogram_table(p.forward, ref.run_table[i])) {
         hist = true;
+        ++st.counters.histogram_runs;
+        st.counters.histogram_lookups += sl;
+        st.counters.histogram_min_run = 1;
       } else if (sl >= s.long_run_threshold && long_ok) {
         const std::int64_t chunks = (sl + s.chunk_size - 1) / s.chunk_size;
         st.counters.chunks += chunks;

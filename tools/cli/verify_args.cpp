@@ -101,6 +101,10 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
       ->type_name("LIST");
   cli::add_decimal(app, "--backward-row", "N", a.backward_row, std::int64_t{1}, std::int64_t{48},
                    "run only backward row N (the replay command of a failing row)");
+  cli::add_decimal(app, "--jobs", "N", a.jobs, std::int64_t{1}, std::int64_t{64},
+                   "backward rows judged at once on host threads (default: OpenMP's thread\n"
+                   "count / 5, 1 to 4; the device's calls run one at a time; the results do\n"
+                   "not depend on it)");
   cli::add_parsed(
          app, "--ikbo-rounding", a.ikbo_rounding,
          [](const std::string& s) { return tbe::ikbo::parse_lce_rounding(s, "--ikbo-rounding"); },

@@ -13,7 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,6 +24,7 @@
 
 #include "tbe/backend.h"
 #include "tbe/backward.h"
+#include "tbe/serialized_backend.h"
 #include "tbe/judge/row.h"
 #include "tbe/judge/section_times.h"
 #include "tbe/workloads.h"
@@ -116,18 +120,35 @@ struct BackwardRunnerConfig {
 class BackwardRunner {
  public:
   explicit BackwardRunner(BackwardRunnerConfig cfg);
+  /// One row. Safe to call from several threads at once (run_rows does): the device's calls are
+  /// serialised, the section times and the saved-failure count are shared under a lock.
   BackwardRowResult run(const BackwardRowAxes& a, std::size_t row_index);
+  /// The rows enumerate_backward_rows()[i] for i in `row_indices`, `jobs` rows at a time on host
+  /// threads (each with omp_get_max_threads() / jobs OpenMP threads; the device's calls one at a
+  /// time; jobs <= 1 runs them in order on this thread). A row's result does not depend on which
+  /// rows run beside it (its inputs come from its label and the seed). Returns the results in
+  /// the order of `row_indices` and calls on_done (if set) on this thread in that order, as soon
+  /// as a row and all rows before it are done. Throws InvalidArgument for an index past the rows.
+  std::vector<BackwardRowResult> run_rows(
+      const std::vector<std::size_t>& row_indices, int jobs,
+      const std::function<void(const BackwardRowResult&)>& on_done = {});
   const BackwardRunnerConfig& config() const { return cfg_; }
   /// Seconds of the rows run so far by section: generation, reference, enclosures, backend (the
-  /// calls of the backend under test, transfers included), judge, sr tests.
-  const SectionTimes& section_times() const { return times_; }
+  /// calls of the backend under test, transfers included), judge, sr tests; summed over rows
+  /// (rows that ran at once overlap, so the sum may exceed the wall time).
+  SectionTimes section_times() const;
 
  private:
   BackwardRunnerConfig cfg_;
+  std::mutex device_mutex_;
+  std::unique_ptr<SerializedBackend> device_;  ///< cfg_.device under device_mutex_
+  mutable std::mutex state_mutex_;             ///< guards the two members below
   std::int64_t saved_failures_ = 0;
   SectionTimes times_;
 };
-
+/// Rows run at once by default: omp_get_max_threads() / 5, in [1, 4] (one row keeps about five
+/// cores busy: its serial parts and OpenMP regions; 3 on a 16-core machine, 1 on <= 9 cores).
+int default_backward_jobs();
 /// Device paths the rows must exercise together ("a path never exercised is a failure"):
 /// required_paths(PathFamily::Backward) (tbe/judge/path_coverage.h). Returns the ones no device
 /// row reported (empty when no device ran or the design did not run whole).
