@@ -10,12 +10,12 @@ namespace tbe::cli {
 /// Keeps freed heap memory mapped for the next allocation instead of returning it to the kernel.
 /// The tools allocate and free buffers of hundreds of MB per row or case (tables, references,
 /// enclosures); with glibc's defaults each of them is a fresh mmap whose pages fault in (and are
-/// zeroed by the kernel) on first touch, serialised on the process's page tables: measured on a
-/// backward row (2 cores) 16.7M page faults and 55 s of system time over the 48 rows at B = 2048,
-/// 0.8M and 5 s with these settings (wall 197 s -> 133 s; docs/main-job.md). glibc only: no mmap
-/// for large blocks (M_MMAP_MAX 0: they come from the heap and are reused), no trimming of the
-/// heap's top (M_TRIM_THRESHOLD -1), the heap grown 64 MiB at a time. The results of the
-/// tools do not depend on it. Call first thing in main().
+/// zeroed by the kernel) on first touch. Measured (docs/architecture.md "Where the time goes"):
+/// tbe-verify's forward section on the H200 machine 56.8 s -> 14.1 s; the 48 backward rows at
+/// B = 2048 on 2 cores 197 s -> 133 s (16.7M page faults -> 0.8M). glibc only: no mmap for large
+/// blocks (M_MMAP_MAX 0: they come from the heap and are reused), no trimming of the heap's top
+/// (M_TRIM_THRESHOLD -1), the heap grown 64 MiB at a time. The tools' results do not depend on
+/// it. Call first thing in main().
 inline void retain_freed_memory() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_MAX, 0);
