@@ -162,6 +162,24 @@ void add_cpu(CLI::App& app, CpuArgs& a) {
       ->type_name("DIR");
 }
 
+void add_small_table(CLI::App& app, SmallTableArgs& a) {
+  CLI::App* sub = app.add_subcommand(
+      "small-table", "the small-table histogram path vs the generic path (CUDA)");
+  sub->footer(
+      "Forward and forward + backward (exact rowwise Adagrad) with the small-table path on\n"
+      "(SmallTableTuning Auto, saved counts) and off, on the small-table workload and on one-\n"
+      "feature problems E in {8, 32, 64} x L in {64, 128, 512} (D = 96, FP16). CUDA events,\n"
+      "3 warm-ups, 256 MiB L2 flush per iteration, medians. --dump-npy writes the inputs for\n"
+      "bench/peer_small_table.py (docs/small-table.md).");
+  add_batch(*sub, a.batch, "batch size B (default: the workload's; the sweep 16384)");
+  cli::add_decimal(*sub, "--iters", "N", a.iters, 1, kMaxBenchIters,
+                   "timed iterations after 3 warm-ups (default 20)");
+  sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
+  sub->add_option("--dump-npy", a.npy_dir,
+                  "write each case's inputs under DIR/<case>/ for bench/peer_small_table.py")
+      ->type_name("DIR");
+}
+
 }  // namespace
 
 cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv) {
@@ -173,18 +191,21 @@ cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv) {
   add_ikbo_lce(app, cmd.ikbo_lce);
   add_ikbo_fa(app, cmd.ikbo_fa);
   add_cpu(app, cmd.cpu);
+  add_small_table(app, cmd.small_table);
   app.require_subcommand(0, 1);  // none is reported below (CLI11 would not name a bad one)
   app.footer(  // after the subcommands, which would inherit it
       "`tbe-bench SUBCOMMAND --help` describes each one. Exit status: 0 after the run, 2 for a\n"
       "bad command line (checked before any device work), 77 when no CUDA device is visible\n"
-      "(forward, backward, ikbo-lce, ikbo-fa; `cpu` needs none).");
+      "(forward, backward, ikbo-lce, ikbo-fa, small-table; `cpu` needs none).");
   if (std::optional<cli::Exit> exit = cli::parse(app, argc, argv)) return *exit;
   if (app.get_subcommands().empty())
-    return cli::usage_error(app, "a subcommand is required (forward, backward, ikbo-lce, ikbo-fa, cpu)");
+    return cli::usage_error(
+        app, "a subcommand is required (forward, backward, ikbo-lce, ikbo-fa, small-table, cpu)");
   const std::string name = app.get_subcommands().front()->get_name();
   cmd.kind = name == "forward"    ? BenchCommand::Kind::Forward
              : name == "backward" ? BenchCommand::Kind::Backward
              : name == "cpu"      ? BenchCommand::Kind::Cpu
+             : name == "small-table" ? BenchCommand::Kind::SmallTable
              : name == "ikbo-fa"  ? BenchCommand::Kind::IkboFa
                                   : BenchCommand::Kind::IkboLce;
   return cmd;

@@ -57,6 +57,14 @@ struct IkboFaArgs {
   bool unsorted = false;                ///< --unsorted: also a shuffled map
 };
 
+/// `tbe-bench small-table` (bench/small_table_bench.cu): the histogram path vs the generic path.
+struct SmallTableArgs {
+  std::int64_t batch = 0;  ///< --batch B (0: the small-table workload's B; the sweep 16384)
+  int iters = 20;          ///< --iters N
+  std::string json_path;   ///< --json FILE, "" for none
+  std::string npy_dir;     ///< --dump-npy DIR, "" for none
+};
+
 /// `tbe-bench cpu` (bench/cpu_bench.cpp): the CPU fallback's forward and backward.
 struct CpuArgs {
   std::string workload = "seed-large";  ///< --workload: any of named_workload_names()
@@ -69,13 +77,14 @@ struct CpuArgs {
 
 /// The subcommand named on the command line and its arguments (the others keep defaults).
 struct BenchCommand {
-  enum class Kind { Forward, Backward, IkboLce, IkboFa, Cpu };
+  enum class Kind { Forward, Backward, IkboLce, IkboFa, Cpu, SmallTable };
   Kind kind = Kind::Forward;
   ForwardArgs forward;
   BackwardArgs backward;
   IkboLceArgs ikbo_lce;
   IkboFaArgs ikbo_fa;
   CpuArgs cpu;
+  SmallTableArgs small_table;
 };
 
 /// Parses tbe-bench's command line (argv[0] is the program). Returns the command, or how to end:
@@ -92,5 +101,6 @@ int backward_main(const BackwardArgs& args);  // bench/backward_bench.cu
 int ikbo_lce_main(const IkboLceArgs& args);   // bench/ikbo_lce_bench.cu
 int ikbo_fa_main(const IkboFaArgs& args);     // bench/ikbo_fa_bench.cu
 int cpu_main(const CpuArgs& args);            // bench/cpu_bench.cpp (no CUDA call)
+int small_table_main(const SmallTableArgs& args);  // bench/small_table_bench.cu
 
 }  // namespace tbe::bench

@@ -19,11 +19,13 @@ int run(const BenchCommand& cmd) {
     case BenchCommand::Kind::Backward: return tbe::bench::backward_main(cmd.backward);
     case BenchCommand::Kind::IkboLce: return tbe::bench::ikbo_lce_main(cmd.ikbo_lce);
     case BenchCommand::Kind::IkboFa: return tbe::bench::ikbo_fa_main(cmd.ikbo_fa);
+    case BenchCommand::Kind::SmallTable: return tbe::bench::small_table_main(cmd.small_table);
 #else
     case BenchCommand::Kind::Forward:
     case BenchCommand::Kind::Backward:
     case BenchCommand::Kind::IkboLce:
-    case BenchCommand::Kind::IkboFa: break;
+    case BenchCommand::Kind::IkboFa:
+    case BenchCommand::Kind::SmallTable: break;
 #endif
   }
   std::fprintf(stderr, "tbe-bench: this build has no CUDA (TBE_CUDA=OFF); only `cpu` runs here\n");

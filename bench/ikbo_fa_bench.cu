@@ -8,6 +8,9 @@
 // Variants (same device inputs, uniform [-1, 1) rounded to the storage type):
 //   mma-sync.kbK    AttentionOp with AttentionTuning::key_block = K (64, 128): the whole op as a
 //                   caller runs it (map check, the device grouping by user, the kernel)
+//   mma-sync.kb128.qreg[.stages3]  key block 128 with AttentionTuning::q_in_registers (Q
+//                   fragments held in registers across key tiles) and / or kv_stages = 3 (a
+//                   3-stage K/V ring, one barrier per tile)
 //   *.unsorted      the same on a shuffled map (--unsorted; any map, same speed?)
 // Counting: FLOPs 4·B·H·n_seed·S·Dh (QKᵀ and PV; the softmax is not counted), TFLOP/s and % of the
 // cuBLAS BF16 rate (8192³ GEMM, FP32 accumulation) measured in the same run. Timing: CUDA events
@@ -75,20 +78,30 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
     p.v = v.get();
     p.cand_to_user = map.as<const std::int32_t>();
     p.policy = {t, DType::F32, ikbo::LceRounding::RoundOnce};
-    for (int kb : {64, 128}) {
+    struct Variant {
+      int kb;
+      bool qreg;
+      int stages;
+    };
+    for (const Variant& kv : {Variant{64, false, 2}, {128, false, 2}, {128, true, 2},
+                              {128, false, 3}, {128, true, 3}}) {
       cuda::AttentionTuning tuning;
-      tuning.key_block = kb;
+      tuning.key_block = kv.kb;
+      tuning.q_in_registers = kv.qreg;
+      tuning.kv_stages = kv.stages;
       cuda::AttentionOp op(p, tuning);
       DeviceBuffer ws(op.workspace_bytes());
       const Timing tm = time_it([&] { op.run(out.get(), ws.get(), c.stream); }, c.iters, c.stream,
                                 c.flush.get(), c.flush_bytes);
       op.finish();
-      const std::string variant = "mma-sync.kb" + std::to_string(kb) + map_name;
+      const std::string variant = "mma-sync.kb" + std::to_string(kv.kb) +
+                                  (kv.qreg ? ".qreg" : "") + (kv.stages == 3 ? ".stages3" : "") +
+                                  map_name;
       const double tflops = flops / (tm.median_ms * 1e-3) / 1e12;
       const double pct = 100.0 * tflops / c.gemm_bf16;
       std::string paths;
       for (const auto& x : op.paths()) paths += x + " ";
-      std::printf("%-6s %6lld %5lld %-24s %8.3f %8.3f %8.3f %8.1f %7.1f%%  %s\n",
+      std::printf("%-6s %6lld %5lld %-28s %8.3f %8.3f %8.3f %8.1f %7.1f%%  %s\n",
                   to_string(t).c_str(), static_cast<long long>(S), static_cast<long long>(U),
                   variant.c_str(), tm.median_ms, tm.min_ms, tm.max_ms, tflops, pct, paths.c_str());
       std::fflush(stdout);
@@ -124,7 +137,7 @@ int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
               prop.name, c.gemm_bf16, static_cast<long long>(args.batch),
               static_cast<long long>(kH), static_cast<long long>(kNSeed),
               static_cast<long long>(kDh), static_cast<long long>(kCandidatesPerUser));
-  std::printf("%-6s %6s %5s %-24s %8s %8s %8s %8s %8s  %s\n", "dtype", "S", "U", "variant",
+  std::printf("%-6s %6s %5s %-28s %8s %8s %8s %8s %8s  %s\n", "dtype", "S", "U", "variant",
               "med_ms", "min_ms", "max_ms", "TFLOP/s", "%cuBLAS", "paths");
   for (DType t : args.dtypes)
     for (std::int64_t S : args.seqs) run_shape(c, args.batch, S, t, args.unsorted);

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "cli/host_allocator.h"
 #include "fuzz/campaign.h"
 #include "fuzz/command_line.h"
 #include "fuzz/faulty_backend.h"
@@ -21,6 +22,7 @@
 
 int main(int argc, char** argv) {
   using namespace tbe;
+  cli::retain_freed_memory();
   const cli::Parsed<fuzz::CampaignOptions> parsed = fuzz::parse_command_line(argc, argv);
   if (const cli::Exit* exit = std::get_if<cli::Exit>(&parsed)) return cli::finish(*exit);
   const fuzz::CampaignOptions& options = std::get<fuzz::CampaignOptions>(parsed);

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/host_allocator.h"
 #include "cli/verify_args.h"
 #include "tbe/backend.h"
 #include "tbe/select_backend.h"
@@ -292,12 +293,14 @@ int run(const VerifyArgs& args) {
   // Backward + exact optimizer rows (tbe/judge/backward_rows.h): their own table and count line.
   std::vector<BackwardRowResult> backward;
   SectionTimes backward_sections;
+  int backward_jobs = 1;
   if (args.rows.backward) {
     BackwardRunnerConfig bcfg;
     // Without a GPU the CPU fallback and the oracle run every row on the CPU: B is capped at
-    // kCpuBackwardBatch so a laptop run stays in minutes (the GPU rows use the full B).
+    // kCpuBackwardBatch so a laptop run stays in minutes (the GPU rows use the full B), unless
+    // --batch asks for a B (e.g. to time the CPU side of a GPU run).
     const bool backward_on_cpu = info.device_is_cpu || !device;
-    bcfg.batch = backward_on_cpu ? std::min(batch, kCpuBackwardBatch) : batch;
+    bcfg.batch = backward_on_cpu && !args.batch ? std::min(batch, kCpuBackwardBatch) : batch;
     bcfg.seed = args.seed;
     // --backend cpu tests this tool: the backward rows then run as CPU self-checks (the reference
     // backend has no kernel routes to count).
@@ -310,15 +313,22 @@ int run(const VerifyArgs& args) {
     std::ostringstream replay;
     replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
            << (args.backend == "cpu" ? " --backend cpu" : "");
-    const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      if (args.backward_row != 0 && static_cast<std::int64_t>(i) + 1 != args.backward_row)
-        continue;
-      std::cerr << "backward [" << i + 1 << "/" << rows.size() << "] ... " << std::flush;
-      backward.push_back(brunner.run(rows[i], i));
-      std::cerr << to_string(backward.back().row.verdict) << "\n";
-      print_fail_lines(fail_lines(backward.back(), replay.str()));
-    }
+    const std::size_t num_rows = enumerate_backward_rows().size();
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < num_rows; ++i)
+      if (args.backward_row == 0 || static_cast<std::int64_t>(i) + 1 == args.backward_row)
+        todo.push_back(i);
+    const int jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_backward_jobs();
+    backward_jobs = jobs;
+    if (jobs > 1 && todo.size() > 1)
+      std::cerr << "backward: " << todo.size() << " rows, " << jobs << " at a time\n";
+    // Progress in row order (rows run `jobs` at a time; each is reported when it and the rows
+    // before it are done).
+    backward = brunner.run_rows(todo, jobs, [&](const BackwardRowResult& r) {
+      std::cerr << "backward [" << r.index + 1 << "/" << num_rows << "] ... "
+                << to_string(r.row.verdict) << "\n";
+      print_fail_lines(fail_lines(r, replay.str()));
+    });
     seconds.backward = seconds_since(t_backward);
     backward_sections = brunner.section_times();
     std::ostringstream wl;
@@ -409,7 +419,9 @@ int run(const VerifyArgs& args) {
   std::cout << "\n";
   print_times(std::cout, args.rows, seconds);
   if (args.rows.forward) std::cout << "  forward: " << runner.section_times().text() << "\n";
-  if (args.rows.backward) std::cout << "  backward: " << backward_sections.text() << "\n";
+  if (args.rows.backward)
+    std::cout << "  backward (summed over rows, " << backward_jobs << " at a time): "
+              << backward_sections.text() << "\n";
 
   const Totals totals = count_rows(results);
   const BackwardTotals btotals = count_backward_rows(backward);
@@ -466,6 +478,7 @@ int replay_with_gpu(const std::string& dir) {
 }
 
 int main(int argc, char** argv) {
+  tbe::cli::retain_freed_memory();
   try {
     const tbe::cli::Parsed<VerifyCommand> parsed = parse_verify_args(argc, argv);
     if (const tbe::cli::Exit* exit = std::get_if<tbe::cli::Exit>(&parsed))

@@ -2,14 +2,20 @@
 #include "tbe/judge/backward_rows.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include <omp.h>
 
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
@@ -18,6 +24,7 @@
 #include "tbe/judge/path_coverage.h"
 #include "tbe/judge/runner.h"
 #include "tbe/oracle/backward_oracle.h"
+#include "tbe/oracle/forward_oracle.h"
 
 namespace tbe::judge {
 namespace {
@@ -87,8 +94,9 @@ void fill_uniform(std::uint64_t seed, std::uint64_t key, std::int64_t n, Set&& s
 // Builds the row's problem from the seed-large slice.
 void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const BackwardRowAxes& a,
                   std::uint64_t row_seed) {
-  WorkloadSpec spec = named_workload(cfg.workload, cfg.batch);
-  spec.T = std::max<std::int64_t>(2, cfg.features);
+  const bool small = a.histogram != BackwardHistogram::Off;
+  WorkloadSpec spec = named_workload(small ? "small-table" : cfg.workload, cfg.batch);
+  spec.T = small ? 3 : std::max<std::int64_t>(2, cfg.features);
   // Tables scale with the batch so small runs stay small (seed-large keeps E = 100000 at B = 8192).
   spec.E = std::min<std::int64_t>(spec.E, std::max<std::int64_t>(1024, spec.B * spec.L));
   spec.feature_table_map.clear();
@@ -96,6 +104,11 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   spec.table_dims.clear();
   spec.feature_L.clear();
   if (a.wide_rows) spec.D = 256;  // D > 128: the GPU's block-per-run groups
+  if (small) {  // BackwardRowAxes::histogram: two small-table features beside a generic one
+    spec.table_rows = {48, 64, spec.E};
+    spec.table_dims = {96, 128, 128};
+    spec.feature_L = {128, 64, 20};
+  }
   if (a.shared_tables) {
     // Features 0 and 1 share table 0: one update per row for both.
     for (std::int64_t f = 0; f < spec.T; ++f)
@@ -232,18 +245,41 @@ void add_report_checks(RowResult& row, const oracle::BackwardCheckReport& rep, c
 
 /// One backward call of a row, kept so a failing row can be saved as a case folder: the inputs,
 /// the outputs it wrote or the error it raised (as a case folder names it).
+// One backward call of a row. Small-table rows (BackwardRowAxes::histogram) run the forward too:
+// saved counts as one training step, own counts as forward() then backward(); `fwd_out` gets the
+// forward's output and `fwd_paths` its paths.
+BackwardStats backward_step(Backend& dev, const BackwardProblem& p, BackwardResultBuffers& o,
+                            const BackwardStrategy& strategy, BackwardHistogram histogram,
+                            std::vector<std::byte>& fwd_out, std::vector<std::string>& fwd_paths) {
+  if (histogram == BackwardHistogram::Off) return dev.backward(p, o.outputs(), strategy);
+  fwd_out.assign(static_cast<std::size_t>(make_output_layout(p.forward).numel) *
+                     dtype_size(p.forward.options.policy.output),
+                 std::byte{0});
+  if (histogram == BackwardHistogram::Saved) {
+    TrainingStepStats st = dev.training_step(p, fwd_out.data(), o.outputs(), strategy);
+    fwd_paths = st.forward.paths;
+    return st.backward;
+  }
+  fwd_paths = dev.forward(p.forward, fwd_out.data()).paths;
+  return dev.backward(p, o.outputs(), strategy);
+}
+
 struct JudgedCall {
   const BackwardInputs* in = nullptr;
   BackwardResultBuffers* out = nullptr;
   BackwardStrategy strategy;
+  BackwardHistogram histogram = BackwardHistogram::Off;
   bool ran = false;
   BackwardStats stats;
+  std::vector<std::byte> forward_output;   ///< small-table rows: the forward's output
+  std::vector<std::string> forward_paths;  ///< small-table rows: the forward's paths
   std::optional<std::string> error;  ///< "bounds_check", "invalid_argument" or "device_error"
-  /// dev.backward on *in into *out (a fresh copy); records the error it raises, then rethrows.
+  /// backward_step on *in into *out (a fresh copy); records the error it raises, then rethrows.
   BackwardStats run(Backend& dev) {
     ran = true;
     try {
-      stats = dev.backward(in->problem, out->outputs(), strategy);
+      stats = backward_step(dev, in->problem, *out, strategy, histogram, forward_output,
+                            forward_paths);
       return stats;
     } catch (const BoundsCheckError&) {
       error = "bounds_check";
@@ -297,6 +333,15 @@ std::string to_string(BackwardRoute r) {
   return "?";
 }
 
+std::string to_string(BackwardHistogram h) {
+  switch (h) {
+    case BackwardHistogram::Off: return "off";
+    case BackwardHistogram::Own: return "own";
+    case BackwardHistogram::Saved: return "saved";
+  }
+  return "?";
+}
+
 std::vector<BackwardRowAxes> enumerate_backward_rows() {
   struct Opt {
     OptimizerKind k;
@@ -341,6 +386,26 @@ std::vector<BackwardRowAxes> enumerate_backward_rows() {
         rows.push_back(a);
         ++i;
       }
+  // Small-table rows: FP16 weights (the path's storage type), unweighted, not VBE, own tables;
+  // pooling, policy, index width, max_norm, clipping and momentum rotate.
+  std::size_t k = 0;
+  for (OptimizerKind opt : {OptimizerKind::ExactSgd, OptimizerKind::ExactRowwiseAdagrad})
+    for (bool sr : {false, true})
+      for (BackwardHistogram h : {BackwardHistogram::Own, BackwardHistogram::Saved}) {
+        BackwardRowAxes a;
+        a.optimizer = opt;
+        a.stochastic_rounding = sr;
+        a.histogram = h;
+        a.weights = DType::F16;
+        a.policy = k % 2 == 0 ? PolicyKind::SeedDefault : PolicyKind::FbgemmCuda;
+        a.pooling = (k / 2) % 2 == 0 ? PoolingMode::Sum : PoolingMode::Mean;
+        a.index = k % 3 == 0 ? DType::I32 : DType::I64;
+        a.max_norm = k % 4 == 3;
+        a.clip_gradient = k % 3 == 1;
+        a.momentum_nonzero = opt == OptimizerKind::ExactRowwiseAdagrad && k % 2 == 1;
+        rows.push_back(a);
+        ++k;
+      }
   return rows;
 }
 
@@ -356,10 +421,14 @@ std::string backward_row_label(const BackwardRowAxes& a) {
      << ",momentum="
      << (a.optimizer == OptimizerKind::ExactSgd ? "none" : a.momentum_nonzero ? "random" : "zero")
      << ",D=" << (a.wide_rows ? 256 : 128);
+  if (a.histogram != BackwardHistogram::Off)
+    os << ",small_table=48x96+64x128,counts=" << to_string(a.histogram);
   return os.str();
 }
 
-BackwardRunner::BackwardRunner(BackwardRunnerConfig cfg) : cfg_(std::move(cfg)) {}
+BackwardRunner::BackwardRunner(BackwardRunnerConfig cfg) : cfg_(std::move(cfg)) {
+  if (cfg_.device) device_ = std::make_unique<SerializedBackend>(*cfg_.device, device_mutex_);
+}
 
 BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_index) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -368,6 +437,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   res.index = row_index;
   res.label = backward_row_label(a);
   RowResult& row = res.row;
+  SectionTimes times;  // this row's, added to the runner's at the end
   row.target = cfg_.device ? Target::Device : Target::SelfCheck;
   const std::uint64_t row_seed = stable_hash(res.label) ^ (cfg_.seed * 0x9E3779B97F4A7C15ULL);
   // What a failing row is saved from: the judged calls' inputs, outputs or errors.
@@ -380,10 +450,10 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   c12_call.out = &out12;
   std::string implementation;
   try {
-    times_.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
+    times.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
     const BackwardProblem& p = in.problem;
-    BackwardReference fp64 = times_.time("reference", [&] { return backward_reference_fp64(p); });
-    const oracle::BackwardEnclosures enc = times_.time(
+    BackwardReference fp64 = times.time("reference", [&] { return backward_reference_fp64(p); });
+    const oracle::BackwardEnclosures enc = times.time(
         "enclosures", [&] { return oracle::compute_backward_enclosures(p, std::move(fp64)); });
     const BackwardReference& ref = enc.reference;
     for (std::int64_t sl : ref.transpose.run_lengths)
@@ -396,13 +466,24 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     // path): oracle, determinism, SR z-test and C12.
     std::unique_ptr<Backend> cpu;
     if (!cfg_.device) cpu = make_reference_backend();
-    Backend& dev = cfg_.device ? *cfg_.device : *cpu;
+    Backend& dev = cfg_.device ? static_cast<Backend&>(*device_) : *cpu;
     implementation = dev.name();
     main_call.strategy = c12_call.strategy = strategy;
+    main_call.histogram = a.histogram;
+    const bool small = a.histogram != BackwardHistogram::Off;
     out = fresh_outputs(in);
-    res.stats = times_.time("backend", [&] { return main_call.run(dev); });
+    res.stats = times.time("backend", [&] { return main_call.run(dev); });
     row.paths = res.stats.paths;
-    times_.time("judge", [&] {
+    const std::vector<std::byte>& fwd_out = main_call.forward_output;
+    if (small) {
+      const oracle::CheckReport fr = times.time(
+          "judge", [&] { return oracle::check_forward(p.forward, fwd_out.data()); });
+      row.checks.push_back(Check{"forward.oracle", fr.passed(), fr.summary(), fr});
+      for (const std::string& path : main_call.forward_paths)
+        if (std::find(row.paths.begin(), row.paths.end(), path) == row.paths.end())
+          row.paths.push_back(path);
+    }
+    times.time("judge", [&] {
       add_report_checks(row, oracle::judge_backward(p, enc, out.view()), "oracle.");
     });
 
@@ -418,21 +499,49 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << c.fused_lookups << ", chunks " << c.chunks << "; reference " << runs << " runs/"
          << lookups << " lookups (max SL " << res.max_segment_length << ", threshold "
          << strategy.long_run_threshold << ")";
-      const bool sums = c.short_runs + c.chunked_runs + c.fused_runs == runs &&
-                        c.short_lookups + c.chunked_lookups + c.fused_lookups == lookups;
+      // The rows the small-table histogram updated leave the generic counters; together they
+      // cover every run and lookup of the reference transpose once.
+      const std::int64_t hist_runs = c.histogram_runs;
+      const std::int64_t hist_lookups = c.histogram_lookups;
+      const bool sums =
+          c.short_runs + c.chunked_runs + c.fused_runs + hist_runs == runs &&
+          c.short_lookups + c.chunked_lookups + c.fused_lookups + hist_lookups == lookups &&
+          res.stats.runs == runs && res.stats.lookups == lookups && (small || hist_runs == 0);
       const std::int64_t routed = a.route == BackwardRoute::Short     ? c.short_runs
                                   : a.route == BackwardRoute::Chunked ? c.chunked_runs
                                                                       : c.fused_runs;
+      if (small)
+        os << "; small-table histogram " << hist_runs << " runs/" << hist_lookups << " lookups";
       row.checks.push_back(agreement("counters", sums && routed > 0,
                                      os.str() + (sums ? "" : ": counters do not add up") +
                                          (routed > 0 ? "" : ": the route never ran")));
+      if (small) {
+        auto has = [&](const char* path) {
+          return std::find(row.paths.begin(), row.paths.end(), path) != row.paths.end();
+        };
+        const bool saved = a.histogram == BackwardHistogram::Saved;
+        const bool ran = hist_runs > 0 && has("forward.small_table.mma") &&
+                         has("bwd.small_table") && saved == has("bwd.small_table.saved_counts");
+        std::ostringstream hs;
+        hs << hist_runs << " rows updated from the histogram; paths forward.small_table.mma "
+           << lower_bool(has("forward.small_table.mma")) << ", bwd.small_table "
+           << lower_bool(has("bwd.small_table")) << ", bwd.small_table.saved_counts "
+           << lower_bool(has("bwd.small_table.saved_counts")) << " (expected "
+           << lower_bool(saved) << ")";
+        row.checks.push_back(agreement("small_table.path", ran,
+                                       hs.str() + (ran ? "" : ": the histogram path did not run as asked")));
+      }
     }
     }
     if (a.deterministic) {
       BackwardResultBuffers again = fresh_outputs(in);
-      times_.time("backend", [&] { dev.backward(p, again.outputs(), strategy); });
+      std::vector<std::byte> again_fwd;
+      std::vector<std::string> again_paths;
+      times.time("backend", [&] {
+        backward_step(dev, p, again, strategy, a.histogram, again_fwd, again_paths);
+      });
       const bool same = again.weights == out.weights && again.momentum == out.momentum &&
-                        again.psw_grad == out.psw_grad;
+                        again.psw_grad == out.psw_grad && again_fwd == fwd_out;
       row.checks.push_back(agreement("deterministic", same,
                                      same ? "second call bitwise identical"
                                           : "second call differs bitwise"));
@@ -460,15 +569,23 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << ", expected 0.22..0.28)";
       row.checks.push_back(agreement("c12.sr", z12.passed() && frac >= 0.22 && frac <= 0.28,
                                      os.str()));
-      times_.add("sr tests", seconds_since(t_sr));
+      times.add("sr tests", seconds_since(t_sr));
     }
     finish_row(row);
   } catch (const std::exception& e) {
     row.checks.push_back(agreement("error", false, std::string("unexpected error: ") + e.what()));
     finish_row(row);
   }
+  // A slot among the save_failures_max saved rows is claimed under the lock (given back when
+  // the case cannot be written).
+  auto claim_slot = [&] {
+    const std::lock_guard<std::mutex> lock(state_mutex_);
+    if (saved_failures_ >= cfg_.save_failures_max) return false;
+    ++saved_failures_;
+    return true;
+  };
   if (row.verdict == Verdict::Failed && !cfg_.save_failures_dir.empty()) {
-    if (saved_failures_ >= cfg_.save_failures_max) {
+    if (!claim_slot()) {
       res.save_note = "not saved (--save-failures-max " + std::to_string(cfg_.save_failures_max) +
                       " reached)";
     } else {
@@ -480,6 +597,8 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
       const JudgedCall& judged = only_c12 ? c12_call : main_call;
       if (!judged.ran) {
         res.save_note = "not saved (the row failed before its backward call)";
+        const std::lock_guard<std::mutex> lock(state_mutex_);
+        --saved_failures_;
       } else {
         const std::string dir = cfg_.save_failures_dir + "/backward-row-" +
                                 std::to_string(row_index + 1) + (only_c12 ? "-c12" : "");
@@ -494,15 +613,85 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
         try {
           write_backward_case(dir, judged, res.label, prov.str(), cfg_.seed, implementation);
           res.saved_case = dir;
-          ++saved_failures_;
         } catch (const std::exception& e) {
           res.save_note = std::string("saving the case failed: ") + e.what();
+          const std::lock_guard<std::mutex> lock(state_mutex_);
+          --saved_failures_;
         }
       }
     }
   }
   row.seconds = seconds_since(t0);
+  {
+    const std::lock_guard<std::mutex> lock(state_mutex_);
+    for (const auto& [name, sec] : times.entries()) times_.add(name, sec);
+  }
   return res;
+}
+
+SectionTimes BackwardRunner::section_times() const {
+  const std::lock_guard<std::mutex> lock(state_mutex_);
+  return times_;
+}
+
+int default_backward_jobs() { return std::clamp(omp_get_max_threads() / 5, 1, 4); }
+
+std::vector<BackwardRowResult> BackwardRunner::run_rows(
+    const std::vector<std::size_t>& row_indices, int jobs,
+    const std::function<void(const BackwardRowResult&)>& on_done) {
+  const std::vector<BackwardRowAxes> all = enumerate_backward_rows();
+  for (std::size_t i : row_indices)
+    if (i >= all.size())
+      throw InvalidArgument("row_indices", "row_indices: " + std::to_string(i) +
+                                               " is past the " + std::to_string(all.size()) +
+                                               " backward rows");
+  std::vector<BackwardRowResult> out;
+  out.reserve(row_indices.size());
+  if (jobs <= 1 || row_indices.size() <= 1) {
+    for (std::size_t i : row_indices) {
+      out.push_back(run(all[i], i));
+      if (on_done) on_done(out.back());
+    }
+    return out;
+  }
+  jobs = std::min<int>(jobs, static_cast<int>(row_indices.size()));
+  const int inner = std::max(1, omp_get_max_threads() / jobs);
+  std::vector<std::optional<BackwardRowResult>> slots(row_indices.size());
+  std::atomic<std::size_t> next{0};
+  std::mutex m;
+  std::condition_variable cv;
+  auto work = [&] {
+    omp_set_num_threads(inner);  // this thread's OpenMP regions
+    for (std::size_t k; (k = next.fetch_add(1)) < row_indices.size();) {
+      const std::size_t i = row_indices[k];
+      BackwardRowResult r;
+      try {
+        r = run(all[i], i);
+      } catch (const std::exception& e) {  // run() reports its own errors; this is a last resort
+        r.axes = all[i];
+        r.index = i;
+        r.label = backward_row_label(all[i]);
+        r.row.checks.push_back(agreement("error", false, std::string("unexpected error: ") + e.what()));
+        finish_row(r.row);
+      }
+      {
+        const std::lock_guard<std::mutex> lock(m);
+        slots[k] = std::move(r);
+      }
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
+  for (std::size_t k = 0; k < row_indices.size(); ++k) {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return slots[k].has_value(); });
+    out.push_back(std::move(*slots[k]));
+    lock.unlock();
+    if (on_done) on_done(out.back());
+  }
+  for (std::thread& t : pool) t.join();
+  return out;
 }
 
 std::vector<std::string> backward_paths_missing(const std::vector<BackwardRowResult>& rows) {
@@ -572,7 +761,7 @@ void print_backward_results(std::ostream& os, const std::vector<BackwardRowResul
   const std::string head = pad("#", 4, true) + "  " + pad("optimizer", 16) + pad("wd", 10) +
                            pad("round", 6) + pad("route", 8) + pad("det", 4) + pad("w", 5) +
                            pad("pool", 5) + pad("wtd", 4) + pad("vbe", 4) + pad("shr", 4) +
-                           pad("verdict", 8) + pad("worst", 7, true) + "  runs short/chunked/fused";
+                           pad("hist", 6) + pad("verdict", 8) + pad("worst", 7, true) + "  runs short/chunked/fused";
   os << head << "\n" << std::string(head.size(), '-') << "\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const BackwardRowResult& r = rows[i];
@@ -583,7 +772,8 @@ void print_backward_results(std::ostream& os, const std::vector<BackwardRowResul
        << pad(to_string(a.route), 8) << pad(lower_bool(a.deterministic), 4)
        << pad(to_string(a.weights), 5) << pad(to_string(a.pooling), 5)
        << pad(lower_bool(a.weighted), 4) << pad(lower_bool(a.vbe), 4)
-       << pad(lower_bool(a.shared_tables), 4) << pad(to_string(r.row.verdict), 8)
+       << pad(lower_bool(a.shared_tables), 4) << pad(to_string(a.histogram), 6)
+       << pad(to_string(r.row.verdict), 8)
        << pad(fmt(worst_position(r.row)), 7, true) << "  " << c.short_runs << "/" << c.chunked_runs
        << "/" << c.fused_runs << "\n";
   }
@@ -629,6 +819,7 @@ nlohmann::json backward_to_json(const std::vector<BackwardRowResult>& rows) {
     j["max_segment_length"] = r.max_segment_length;
     j["long_run_threshold"] = r.long_run_threshold;
     j["chunk_size"] = r.chunk_size;
+    j["histogram"] = to_string(r.axes.histogram);
     const BackwardPathCounters& c = r.stats.counters;
     j["counters"] = {{"short_runs", c.short_runs},     {"short_lookups", c.short_lookups},
                      {"chunked_runs", c.chunked_runs}, {"chunked_lookups", c.chunked_lookups},

@@ -23,7 +23,8 @@ const std::vector<std::string>& required_paths(PathFamily f) {
   static const std::vector<std::string> backward = {
       "bwd.sort.key32", "bwd.short",      "bwd.long.chunked", "bwd.long.fused",
       "bwd.sr",         "bwd.psw_grad",   "bwd.group.warp",   "bwd.group.block",
-      "bwd.nondeterministic"};
+      "bwd.nondeterministic", "forward.small_table.mma", "bwd.small_table",
+      "bwd.small_table.saved_counts"};
   static const std::vector<std::string> ikbo = {"lce.padded-k", "lce.user-gemm.cublas",
                                                 "lce.candidate-gemm.cublas", "lce.gather-add",
                                                 "attention.grouping.cub-sort-rle"};

@@ -162,6 +162,15 @@ inline constexpr TypeCombo kCompiledBackward[] = {
     {DType::BF16, DType::F32, DType::F16},  {DType::BF16, DType::F32, DType::BF16},
 };
 
+/// Small-table histogram path (kernels/forward_small_table.cu, backward_small_table.cu): FP16
+/// weights (the mma.m16n8k16 B operand), FP32 accumulation, output (the backward's grad_output)
+/// FP32 / FP16 / BF16; each with int32/int64 indices.
+inline constexpr TypeCombo kCompiledSmallTable[] = {
+    {DType::F16, DType::F32, DType::F32},
+    {DType::F16, DType::F32, DType::F16},
+    {DType::F16, DType::F32, DType::BF16},
+};
+
 /// True if `c` is a row of `table`.
 template <std::size_t N>
 constexpr bool contains(const TypeCombo (&table)[N], TypeCombo c) {

@@ -77,6 +77,44 @@ struct BoundsCheck {
   static constexpr int kBlockThreads = 256;
 };
 
+/// Small-table histogram path (kernels/small_table.cuh, forward_small_table.cu,
+/// backward_small_table.cu; eligibility and plan: src/small_table.cpp; docs/small-table.md).
+/// The eligibility limits are the path's definition (E_pad <= 64 rows of counts per bag, D <= 128
+/// columns in one warp's accumulators); the tests force the path with SmallTableTuning::Mode::Force
+/// and cover E in {1, 2, 63, 64}, D in {64, 96, 128} and L in {0, 1, 63, 64, 2048, 2049}.
+struct SmallTable {
+  /// Largest E: the counts of one bag are one row of 4 k-tiles of mma.m16n8k16.
+  static constexpr int kMaxRows = 64;
+  /// D range: 64..128 (8 to 16 n-tiles of 8 columns; FP32 accumulators of 16 n-tiles per lane).
+  static constexpr int kMinDim = 64, kMaxDim = 128;
+  /// Expected L below which Mode::Auto leaves a feature on the generic path (the histogram pays
+  /// for itself when a bag reuses rows).
+  static constexpr double kMinExpectedBagLength = 64;
+  /// Bags with fewer lookups are summed directly (index order, FP32) from the shared-memory table
+  /// tile instead of on tensor cores: below this L the truncating tensor-core accumulation is not
+  /// proven inside the forward enclosure (docs/oracle.md "Small-table histogram path"); at and
+  /// above it, it is. Not a tuning knob: the proof needs L - 1 >= 39.
+  static constexpr int kTensorCoreMinLookups = 64;
+  /// Largest count FP16 holds exactly (2^11): lookups are counted in slices of this many positions
+  /// of a bag, so every count fed to the tensor cores is exact.
+  static constexpr int kMaxExactCount = 2048;
+  /// Forward: warps per block (each owns 16-bag m-tiles), bags per block (the table tile is loaded
+  /// once per block).
+  static constexpr int kWarps = 4;
+  static constexpr int kBagsPerBlock = 128;
+  /// Backward GEMM: bags (k) per block of the split-K grad_table = counts^T · grad_output; the
+  /// partial tiles are reduced in a fixed order (deterministic).
+  static constexpr int kBackwardBagsPerBlock = 512;
+  /// Shared-memory row strides (elements): the transposed table tile (E_pad + 8 halves: the
+  /// B-fragment loads of 8 columns x 4 k-pairs hit 32 distinct banks) and the count tile (64 + 8
+  /// ints: the 8-byte A-fragment loads of a half-warp hit distinct banks).
+  static constexpr int kTableStride = kMaxRows + 8;
+  static constexpr int kCountStride = kMaxRows + 8;
+  static_assert(kTensorCoreMinLookups - 1 >= 39, "docs/oracle.md: the tensor-core bound needs L >= 40");
+  static_assert(kBagsPerBlock % (16 * kWarps) == 0, "whole m-tiles per warp");
+  static_assert(kBackwardBagsPerBlock % 16 == 0, "whole k-tiles per block");
+};
+
 // ============================================================================================
 // Backward
 // ============================================================================================
@@ -183,22 +221,42 @@ struct LceStages {
 
 /// The cross-attention forward (kernels/ikbo_attention_fwd.cuh, AttentionOp): FA2-style, one CTA
 /// per (block of kBlockRows query rows of one user's candidates, head); 8 warps of 16 rows each;
-/// K/V tiles of kKeyBlock keys in a 2-stage cp.async ring, Q in shared memory (ldmatrix per
-/// k-step, not held in registers: that keeps the Dh = 128 kernel at <= 128 registers for 2 CTAs
-/// per SM). The kernel's index arithmetic assumes these values (it static_asserts them).
+/// K/V tiles of kKeyBlock keys in a cp.async ring. Key block 64: 2 stages, Q in shared memory
+/// (ldmatrix per k-step: that keeps the Dh = 128 kernel at <= 128 registers for 2 CTAs per SM);
+/// key block 128 runs one CTA per SM and compiles the variants below (the default: Q in
+/// registers, 3 stages). The kernel's index
+/// arithmetic assumes these values (it static_asserts them).
 struct AttentionMmaSync {
   /// Query rows per CTA (whole or partial candidates of one user: each K/V tile in shared memory
   /// serves all of them). Matches detail::kAttentionBlockRows, which the grouping uses.
   static constexpr int kBlockRows = 128;
   static constexpr int kThreads = 256;  ///< 8 warps × 16 rows
-  /// Keys per shared-memory tile: AttentionTuning::key_block (64 default; 128 compiled as the
+  /// Keys per shared-memory tile: AttentionTuning::key_block (128 default; 64 compiled as the
   /// alternative, dispatch/dispatch.h kAttentionKeyBlocks, drawn by the tests, case C21).
   static constexpr int kDefaultKeyBlock = AttentionTuning{}.key_block;
-  static_assert(kDefaultKeyBlock == 64, "the default key block must be a compiled variant");
+  static_assert(kDefaultKeyBlock == 128, "the default key block must be a compiled variant");
+  /// AttentionTuning::q_in_registers (true default; compiled with key block 128 only): each
+  /// warp's Q fragments (Dh / 16 × 4 registers) loaded once instead of an ldmatrix per k-step and
+  /// key tile (1 of 17 ldmatrix per k-step at key block 128). tbe-bench ikbo-fa times it beside
+  /// the others (variant mma-sync.kb128.qreg); the tests run it in every key-block loop.
+  static constexpr bool kDefaultQInRegisters = AttentionTuning{}.q_in_registers;
+  static_assert(!kDefaultQInRegisters || kDefaultKeyBlock == 128,
+                "Q in registers is compiled with key block 128 only");
+  /// AttentionTuning::kv_stages (3 default; compiled with key block 128 only): a 3-stage K/V
+  /// ring loads tile t + 2 after tile t's barrier, so one barrier per tile instead of two (the
+  /// 8 warps of the one CTA per SM wait for the slowest once per tile). Q 32 KB + 3 × 64 KB =
+  /// 224 KB at Dh = 128 (kMaxSmemBytes: 227 KB). Timed as mma-sync.kb128[.qreg].stages3.
+  static constexpr int kDefaultKvStages = AttentionTuning{}.kv_stages;
+  static_assert(kDefaultKvStages == 2 || kDefaultKeyBlock == 128,
+                "3 stages are compiled with key block 128 only");
+  /// Largest dynamic shared memory of one CTA on sm_90 (cudaFuncAttributeMaxDynamicSharedMemorySize).
+  static constexpr int kMaxSmemBytes = 227 * 1024;
   /// __launch_bounds__ minimum resident CTAs per SM: 2 (Q 32 KB + 2 stages × (K, V) 64 KB = 96 KB
-  /// of shared memory at Dh = 128, key block 64), 1 for Dh = 128 with key block 128 (160 KB).
-  static constexpr int min_blocks_per_sm(int dh, int key_block) {
-    return dh == 128 && key_block == 128 ? 1 : 2;
+  /// of shared memory at Dh = 128, key block 64), 1 for Dh = 128 with key block 128 (160 KB) and
+  /// for Q in registers or 3 stages (up to 255 registers: no spills; at Dh = 64 the 80 / 112 KB
+  /// would fit 2 CTAs, which the 128-register cap of 2 would turn into spills).
+  static constexpr int min_blocks_per_sm(int dh, int key_block, bool q_in_registers, int stages) {
+    return q_in_registers || stages == 3 || (dh == 128 && key_block == 128) ? 1 : 2;
   }
   /// Threads per block of the grouping's element-wise kernels (iota, per-run blocks).
   static constexpr int kGroupingThreads = 256;

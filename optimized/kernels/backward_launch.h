@@ -19,7 +19,7 @@ struct BwdTableMeta {
   std::int64_t row_offset;   ///< first linearized id of the table (exclusive prefix of E_t)
   std::int64_t elem_offset;  ///< element offset of the table in the weights buffer
   std::int32_t dim;          ///< D_t
-  std::int32_t pad;
+  std::int32_t small_slot;   ///< small-table feature of the table (-1: none; kernels/small_table*)
 };
 
 /// What travels through the sort as the 32-bit value of a lookup.
@@ -36,7 +36,8 @@ struct BackwardDeviceCounters {
   unsigned long long chunks;
   unsigned int num_long;    ///< long runs listed by the router
   unsigned int num_chunks;  ///< chunks listed by the router
-  unsigned long long pad[2];
+  unsigned long long small_table_rows;     ///< rows updated by the small-table histogram path
+  unsigned long long small_table_lookups;  ///< their lookups (Σ SL)
 };
 
 /// One long run as listed by the router.
@@ -125,6 +126,9 @@ struct RunArgs {
   std::uint32_t max_long = 0, max_chunks = 0;
   BackwardDeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;
+  // --- small-table histogram path: its rows are skipped here (histogram_owns) ---
+  const std::uint32_t* small_invalid = nullptr;  ///< [num_small] histogram not representable
+  std::int64_t small_min_run = 0;                ///< SL at which the histogram path owns a row
   // --- launch geometry ---
   std::int32_t group_size = tuning::kWarpThreads;  ///< threads per run: 1..32 (warp groups) or 64..512 (block)
   std::int32_t grid = 0;                ///< persistent grid (blocks)

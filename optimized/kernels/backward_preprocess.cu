@@ -19,6 +19,7 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/backward_launch.h"
+#include "kernels/backward_runs.cuh"
 #include "kernels/common.cuh"
 #include "tbe/cuda/check.h"
 
@@ -155,6 +156,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
                                      : TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]) & ((std::int64_t{1} << 40) - 1), static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]));
     if (key >= a.sentinel) continue;
     const std::int32_t sl = a.run_lengths[i];
+    if (histogram_owns(a, key, sl)) continue;  // updated by the small-table path
     if (TBE_MUTANT_SWAP(a, kBwdSlThresholdOffByOne, sl <= a.long_threshold, sl < a.long_threshold)) {
       ++short_runs;
       short_lookups += static_cast<unsigned long long>(sl);

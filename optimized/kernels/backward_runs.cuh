@@ -157,6 +157,14 @@ __device__ __forceinline__ BwdTableMeta table_of(const RunArgs& a, std::int64_t 
   return a.tables[lo - 1];
 }
 
+/// The small-table histogram path updates this run's row (kernels/backward_small_table.cu): its
+/// table is a small-table feature's, the histogram is representable and SL >= small_min_run.
+__device__ __forceinline__ bool histogram_owns(const RunArgs& a, std::int64_t key, std::int32_t sl) {
+  if (a.small_invalid == nullptr || sl < a.small_min_run) return false;
+  const BwdTableMeta t = table_of(a, key);
+  return t.small_slot >= 0 && a.small_invalid[t.small_slot] == 0u;
+}
+
 /// Element offset of the grad_output row of bag k (pooled modes; the forward's segments).
 __device__ __forceinline__ std::int64_t bag_grad_offset(const RunArgs& a, std::int64_t k) {
   std::int64_t s;

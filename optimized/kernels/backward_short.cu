@@ -39,7 +39,7 @@ short_runs_group_per_run(const RunArgs a) {
       key_n = run_key(a, in);
       begin_n = a.run_offsets[in];
     }
-    if (sl < a.long_threshold && key < a.sentinel) {
+    if (sl < a.long_threshold && key < a.sentinel && !histogram_owns(a, key, sl)) {
       const BwdTableMeta t = table_of(a, key);
       const RowState st = load_row_state<W, kBlock>(a, g, key, t);
       Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};

@@ -54,7 +54,10 @@ __global__ void count_bad_bags(const Idx* __restrict__ o, const Idx* __restrict_
                                std::int64_t num_bags, DeviceCounters* counters TBE_MUTANT_PARAM(m)) {
   const std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= num_bags) return;
-  const bool bad = (k + 1 < num_bags && o[k + 1] != r[k + 1]) || TBE_MUTANT_SWAP(m, kBoundsFirstBagUncounted, false, (k == 0 && o[0] != r[0]));
+  // The mutant misses bag 0 when only its start was repaired (docs/mutation.md).
+  const bool bad = TBE_MUTANT_SWAP(m, kBoundsFirstBagUncounted,
+                                   (k + 1 < num_bags && o[k + 1] != r[k + 1]),
+                                   bag_repaired(o, r, k, num_bags));
   if (bad) atomicAdd(&counters->bad_bags, 1ull);
 }
 
@@ -70,8 +73,7 @@ __global__ void repair_indices_warp_per_bag(const Idx* __restrict__ indices,
   const int lane = threadIdx.x & 31;
   if (k >= num_bags) return;
   if (count_bags && lane == 0) {
-    const bool bad = (k + 1 < num_bags && o[k + 1] != r[k + 1]) || (k == 0 && o[0] != r[0]);
-    if (bad) atomicAdd(&counters->bad_bags, 1ull);
+    if (bag_repaired(o, r, k, num_bags)) atomicAdd(&counters->bad_bags, 1ull);
   }
   const std::int64_t f = last_le(feature_first_bag, num_features + 1, k);
   const std::int64_t E = features[f].rows;

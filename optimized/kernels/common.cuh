@@ -122,6 +122,15 @@ __device__ __forceinline__ std::int64_t last_le(const T* a, std::int64_t n, std:
   return lo - 1;
 }
 
+/// Bag k was repaired by the offsets max-scan (docs/semantics.md "Bounds check"): its repaired
+/// end differs from the raw one (k + 1 < num_bags; the last offset is counted by the scan), or
+/// k == 0 and its start moved. raw / repaired: [num_bags + 1] offsets.
+template <class Idx>
+__device__ __forceinline__ bool bag_repaired(const Idx* raw, const Idx* repaired, std::int64_t k,
+                                             std::int64_t num_bags) {
+  return (k + 1 < num_bags && raw[k + 1] != repaired[k + 1]) || (k == 0 && raw[0] != repaired[0]);
+}
+
 __device__ __forceinline__ bool fatal_aborted(const unsigned long long* key) {
   return key != nullptr && *reinterpret_cast<const volatile unsigned long long*>(key) != kFatalNone;
 }

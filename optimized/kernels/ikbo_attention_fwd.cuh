@@ -17,7 +17,15 @@
 // independent, the tiling starts at the user's first key), so results do not depend on which rows
 // share the CTA, and the order of every operation is fixed: bitwise stable run to run.
 //
-// Shared memory: Q [128][Dh], then 2 stages of K [kBN][Dh] and V [kBN][Dh]; rows are 16-byte
+// Q is read by ldmatrix per k-step and tile, or (AttentionTuning::q_in_registers, key block 128)
+// once into registers before the first tile (its own cp.async group, so tile 0 stays in flight).
+//
+// K/V ring (AttentionTuning::kv_stages): 2 stages, tile t + 1 loaded while tile t is computed,
+// two barriers per tile (tile t landed; every warp done with its stage before the refill); or 3
+// stages (key block 128), tile t + 2 loaded right after tile t's barrier into the stage tile t − 1
+// used, which that barrier already freed: one barrier per tile and one more tile in flight.
+//
+// Shared memory: Q [128][Dh], then kStages stages of K [kBN][Dh] and V [kBN][Dh]; rows are 16-byte
 // chunks XOR-swizzled by (row & 7), so ldmatrix phases (8 rows at one logical chunk) and the
 // cp.async writes (consecutive chunks of one row) hit 8 distinct 16-byte bank groups.
 #pragma once
@@ -39,12 +47,14 @@ constexpr int kBM = Policy::kBlockRows, kThreads = Policy::kThreads;
 static_assert(kBM == 128 && kThreads == 256 && kBM == kAttentionBlockRows,
               "the row mapping below assumes 8 warps of 16 rows");
 
-template <int kDh, int kBN>
+template <int kDh, int kBN, int kStages>
 struct Tile {
   static constexpr int kChunks = kDh / 8;            // 16-byte chunks per row
   static constexpr int kQ = kBM * kDh, kKV = kBN * kDh;  // elements
-  static constexpr int kSmemBytes = (kQ + 4 * kKV) * 2;
+  static constexpr int kSmemBytes = (kQ + 2 * kStages * kKV) * 2;
   static_assert(kDh % 16 == 0 && kBN % 16 == 0 && kChunks >= 8, "swizzle needs >= 8 chunks per row");
+  static_assert(kStages == 2 || kStages == 3, "the ring's barriers below are for 2 or 3 stages");
+  static_assert(kSmemBytes <= Policy::kMaxSmemBytes, "the CTA's shared memory exceeds sm_90's");
 };
 
 /// Swizzled element offset of (row, 16-byte chunk) in a tile of rows of kDh elements.
@@ -68,10 +78,15 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   return u;
 }
 
-template <class T, int kDh, int kBN>
-__global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN))
+/// kQRegs (AttentionTuning::q_in_registers): the warp's Q fragments are loaded from shared memory
+/// once and held in registers across key tiles (kDh / 16 × 4 registers) instead of an ldmatrix per
+/// k-step and tile; same MMA operands in the same order, so bitwise the same output. kStages
+/// (AttentionTuning::kv_stages): K/V tiles in the cp.async ring, 2 or 3; placement only, so
+/// bitwise the same output too.
+template <class T, int kDh, int kBN, bool kQRegs, int kStages>
+__global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN, kQRegs, kStages))
     attention_fwd_kernel(AttentionArgs a) {
-  using TL = Tile<kDh, kBN>;
+  using TL = Tile<kDh, kBN, kStages>;
   if (fatal_aborted(a.map_error)) return;
   const AttentionGrouping& g = a.grouping;
   const int w = static_cast<int>(blockIdx.x);
@@ -121,8 +136,8 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN))
 
   extern __shared__ __align__(128) unsigned char attn_smem[];
   T* sQ = reinterpret_cast<T*>(attn_smem);
-  T* sK = sQ + TL::kQ;          // 2 stages
-  T* sV = sK + 2 * TL::kKV;     // 2 stages
+  T* sK = sQ + TL::kQ;                // kStages stages
+  T* sV = sK + kStages * TL::kKV;     // kStages stages
 
   // Q block (rows past `rows` zero-filled)
   for (int idx = t; idx < kBM * TL::kChunks; idx += kThreads) {
@@ -144,11 +159,28 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN))
       cp_async16(dv + swz<kDh>(j, c), ok ? v_h + off : v, ok ? 16 : 0);
     }
   };
+  cp_async_commit();  // group: Q
   load_kv(0, 0);
-  cp_async_commit();  // group: Q + tile 0
+  cp_async_commit();  // group: tile 0
+  const std::int64_t n_tiles = (n + kBN - 1) / kBN;
+  if constexpr (kStages == 3) {
+    if (n_tiles > 1) load_kv(1, 1);
+    cp_async_commit();  // group: tile 1 (empty without it: the count stays uniform)
+  }
 
   const int lane = t & 31, warp = t >> 5;
   const int gq = lane >> 2, cq = lane & 3;  // fragment row group, column pair
+  // A fragments of the warp's 16 Q rows, k-step kk (d chunks 2kk, 2kk + 1)
+  auto load_q = [&](unsigned (&qa)[4], int kk) {
+    ldmatrix_x4(qa, sQ + swz<kDh>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+  };
+  [[maybe_unused]] unsigned q_frag[kQRegs ? kDh / 16 : 1][4];
+  if constexpr (kQRegs) {
+    cp_async_wait<kStages - 1>();  // everything but tiles 0 (and 1): Q landed
+    __syncthreads();     // ... for every thread's copies
+#pragma unroll
+    for (int kk = 0; kk < kDh / 16; ++kk) load_q(q_frag[kk], kk);
+  }
   const float c2 = a.scale_log2;
   constexpr int kNS = kBN / 8;   // S n-tiles per warp (keys)
   constexpr int kNO = kDh / 8;   // O n-tiles per warp (d)
@@ -159,13 +191,19 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN))
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc_o[i][e] = 0.0f;
 
-  const std::int64_t n_tiles = (n + kBN - 1) / kBN;
+  int stage = 0;  // tile % kStages
   for (std::int64_t tile = 0; tile < n_tiles; ++tile) {
-    const int stage = static_cast<int>(tile & 1);
-    if (tile + 1 < n_tiles) load_kv(tile + 1, stage ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();  // everything but the group just committed: this tile (and Q) landed
-    __syncthreads();
+    if constexpr (kStages == 2) {
+      if (tile + 1 < n_tiles) load_kv(tile + 1, stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();  // everything but the group just committed: this tile (and Q) landed
+      __syncthreads();
+    } else {
+      cp_async_wait<1>();  // everything but tile + 1's group: this tile (and Q) landed
+      __syncthreads();     // ... for every thread; and every warp is done with tile − 1's stage
+      if (tile + 2 < n_tiles) load_kv(tile + 2, stage == 0 ? 2 : stage - 1);  // (tile + 2) % 3
+      cp_async_commit();   // (empty past the last tile: the count stays uniform)
+    }
     const T* tK = sK + stage * TL::kKV;
     const T* tV = sV + stage * TL::kKV;
 
@@ -178,7 +216,12 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN))
 #pragma unroll
     for (int kk = 0; kk < kDh / 16; ++kk) {
       unsigned qa[4];
-      ldmatrix_x4(qa, sQ + swz<kDh>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+      if constexpr (kQRegs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) qa[e] = q_frag[kk][e];
+      } else {
+        load_q(qa, kk);
+      }
 #pragma unroll
       for (int nj = 0; nj < kBN / 16; ++nj) {
         // matrices: keys +0..7 / d chunk 2kk, keys +0..7 / 2kk+1, keys +8..15 / 2kk, keys +8..15 / 2kk+1
@@ -245,7 +288,9 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN))
         mma16816<T>(acc_o[2 * dj + 1], pa, vb[2], vb[3]);
       }
     }
-    __syncthreads();  // the next iteration refills this stage with tile + 2
+    if constexpr (kStages == 2)
+      __syncthreads();  // the next iteration refills this stage with tile + 2
+    stage = stage + 1 == kStages ? 0 : stage + 1;
   }
   cp_async_wait<0>();
 
@@ -266,11 +311,11 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN))
   }
 }
 
-/// Launches attention_fwd_kernel<T, kDh, kBN> over grid (a.grid_blocks, H).
-template <class T, int kDh, int kBN>
+/// Launches attention_fwd_kernel<T, kDh, kBN, kQRegs, kStages> over grid (a.grid_blocks, H).
+template <class T, int kDh, int kBN, bool kQRegs = false, int kStages = 2>
 void launch_fwd(const AttentionArgs& a, cudaStream_t stream) {
-  auto kernel = attention_fwd_kernel<T, kDh, kBN>;
-  constexpr int kSmem = Tile<kDh, kBN>::kSmemBytes;
+  auto kernel = attention_fwd_kernel<T, kDh, kBN, kQRegs, kStages>;
+  constexpr int kSmem = Tile<kDh, kBN, kStages>::kSmemBytes;
   static const bool configured = [&] {
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
                "ikbo attention: shared memory size");
@@ -282,20 +327,30 @@ void launch_fwd(const AttentionArgs& a, cudaStream_t stream) {
   check_launch("ikbo attention forward (mma.sync)");
 }
 
-/// The instances of one storage type: Dh in {64, 128} × key block in {64, 128}
-/// (dispatch/dispatch.h kAttentionHeadDims, kAttentionKeyBlocks), explicitly instantiated in
-/// ikbo_attention_fwd_{f16,bf16}.cu (one .cu per type keeps nvcc time down).
+/// The instances of one head dimension: key block 64 (2 stages, Q from shared memory), key block
+/// 128 × Q in registers or not × 2 or 3 stages (AttentionOp::can_implement admits no other).
+template <class T, int kDh>
+void launch_fwd_dh(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.key_block == 64) return launch_fwd<T, kDh, 64>(a, stream);
+  if (a.kv_stages == 3) {
+    if (a.q_in_registers) return launch_fwd<T, kDh, 128, true, 3>(a, stream);
+    return launch_fwd<T, kDh, 128, false, 3>(a, stream);
+  }
+  if (a.q_in_registers) return launch_fwd<T, kDh, 128, true>(a, stream);
+  return launch_fwd<T, kDh, 128>(a, stream);
+}
+
+/// The instances of one storage type: Dh in {64, 128} × the variants of launch_fwd_dh
+/// (dispatch/dispatch.h kAttentionHeadDims, kAttentionKeyBlocks; dispatch/tuning.h
+/// AttentionMmaSync), explicitly instantiated in ikbo_attention_fwd_{f16,bf16}.cu (one .cu per
+/// type keeps nvcc time down).
 template <class T>
 void launch_fwd_typed(const AttentionArgs& a, cudaStream_t stream) {
   static_assert(dispatch::kAttentionHeadDims[0] == 64 && dispatch::kAttentionHeadDims[1] == 128 &&
                     dispatch::kAttentionKeyBlocks[0] == 64 && dispatch::kAttentionKeyBlocks[1] == 128,
                 "the instances below are the dispatch table's");
-  if (a.Dh == 64) {
-    if (a.key_block == 128) return launch_fwd<T, 64, 128>(a, stream);
-    return launch_fwd<T, 64, 64>(a, stream);
-  }
-  if (a.key_block == 128) return launch_fwd<T, 128, 128>(a, stream);
-  return launch_fwd<T, 128, 64>(a, stream);
+  if (a.Dh == 64) return launch_fwd_dh<T, 64>(a, stream);
+  return launch_fwd_dh<T, 128>(a, stream);
 }
 extern template void launch_fwd_typed<__half>(const AttentionArgs&, cudaStream_t);
 extern template void launch_fwd_typed<__nv_bfloat16>(const AttentionArgs&, cudaStream_t);

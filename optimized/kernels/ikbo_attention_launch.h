@@ -58,6 +58,8 @@ struct AttentionArgs {
   std::int64_t B = 0;
   int H = 0, n_seed = 0, Dh = 0;
   int key_block = 64;                ///< keys per shared-memory tile: 64 or 128
+  bool q_in_registers = false;       ///< Q fragments held in registers (key_block 128 only)
+  int kv_stages = 2;                 ///< K/V tiles in the cp.async ring: 2, or 3 (key_block 128)
   float scale_log2 = 0.0f;           ///< scale · log2(e), rounded to FP32
   AttentionGrouping grouping;
   int runs = 0;                      ///< R = B

@@ -40,7 +40,8 @@ struct DeviceCounters {
   unsigned long long fatal_key;  ///< FATAL priority key (~0: none); see bounds_check.cu
   long long locate_bag;          ///< FATAL index violation: bag holding the position
   long long locate_value;        ///< ... and the index value
-  long long pad[2];
+  unsigned long long small_table_mma_bags;     ///< small-table bags multiplied on tensor cores
+  unsigned long long small_table_direct_bags;  ///< small-table bags summed directly
 };
 /// fatal_key encoding: bag k -> k (k < num_bags), last offset -> num_bags, index at position p ->
 /// kFatalIndexBase + p. atomicMin picks the first offender in find_first_violation order.

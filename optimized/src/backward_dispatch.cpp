@@ -3,6 +3,7 @@
 // can_implement rejects the other combinations before any launch).
 #include "dispatch/dispatch.h"
 #include "kernels/backward_launch.h"
+#include "kernels/small_table_launch.h"
 #include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
@@ -45,6 +46,17 @@ void launch_long_chunks(const RunTypes& t, const RunArgs& a, cudaStream_t s) {
 void launch_long_apply(const RunTypes& t, const RunArgs& a, cudaStream_t s) {
   dispatch_runs(Which::Apply, t, a, s);
   check_launch("long_apply_group_per_run");
+}
+
+void launch_small_table_backward(DType grad, DType index, const SmallTableBackwardArgs& a,
+                                 cudaStream_t s) {
+  dispatch::dispatch_combo<dispatch::kCompiledSmallTable>(
+      {DType::F16, DType::F32, grad}, "options.policy", [&](auto, auto, auto g) {
+        dispatch::dispatch_index(index, "lookups.index_dtype", [&](auto idx) {
+          launch_small_table_backward_t<decltype(g)::value, decltype(idx)::value>(a, s);
+        });
+      });
+  check_launch("small_table_grad_split_k / small_table_apply_warp_per_row");
 }
 
 }  // namespace tbe::cuda::detail

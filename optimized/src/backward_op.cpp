@@ -11,7 +11,9 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/backward_launch.h"
+#include "kernels/small_table_launch.h"
 #include "src/bounds_describe.h"
+#include "src/small_table.h"
 #include "tbe/cuda/check.h"
 #include "tbe/cuda/workspace.h"
 #include "tbe/errors.h"
@@ -310,13 +312,26 @@ struct BackwardPlan {
   const TransposePlan* used_transpose = nullptr;
   char* transpose_ws = nullptr;
   bool ran = false, hoisted = false, psw_ran = false;
+  // --- small-table histogram path (docs/small-table.md) ---
+  std::vector<SmallTableFeature> small_decision;
+  std::vector<std::int32_t> small_features;
+  detail::SmallFeatureMeta* d_small = nullptr;
+  std::int64_t small_batch = 0;
+  std::int32_t small_blocks = 0;     ///< split-K blocks per feature
+  std::int64_t small_min_run = 0;    ///< SL from which the histogram path owns a row
+  std::size_t ws_small_counts = 0, ws_small_partials = 0, ws_small_sl = 0, ws_small_scratch = 0;
+  const SmallTableCounts* saved_counts = nullptr;
+  std::uint64_t saved_batch = 0;
+  bool used_saved = false;
+  SmallTableBackwardStats small_stats;
   cudaEvent_t* phase_events = nullptr;
   void phase(int i, cudaStream_t s) const {
     if (phase_events != nullptr) cuda_check(cudaEventRecord(phase_events[i], s), "record phase event");
   }
 
   /// p and s passed BackwardOp::can_implement.
-  explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s)
+  explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s,
+                        const SmallTableTuning& small)
       : transpose(p.forward) {
     problem = p;
     strategy = s;
@@ -331,9 +346,25 @@ struct BackwardPlan {
     std::vector<detail::BwdTableMeta> tables(num_tables);
     std::int64_t K = 0;
     for (std::int64_t t = 0; t < num_tables; ++t) {
-      tables[t] = detail::BwdTableMeta{K, f.tables.table_offsets[t], f.tables.dims[t], 0};
+      tables[t] = detail::BwdTableMeta{K, f.tables.table_offsets[t], f.tables.dims[t], -1};
       K += f.tables.rows[t];
     }
+    small_decision = detail::small_table_eligibility(f, small);
+    const std::vector<detail::SmallFeatureMeta> small_meta =
+        detail::small_table_meta(f, small_decision);
+    for (const SmallTableFeature& d : small_decision) {
+      if (!d.eligible) continue;
+      tables[f.tables.feature_table_map[d.feature]].small_slot =
+          static_cast<std::int32_t>(small_features.size());
+      small_features.push_back(d.feature);
+    }
+    small_batch = f.lookups.is_vbe() ? 0 : f.lookups.batch_size;
+    constexpr int kSmallBags = tuning::SmallTable::kBackwardBagsPerBlock;
+    small_blocks = static_cast<std::int32_t>(
+        (detail::small_table_padded_bags(small_batch) + kSmallBags - 1) / kSmallBags);
+    // docs/oracle.md "Small-table histogram path": rows with SL - 1 >= 73 + blocks are inside
+    // the B.1 enclosure; shorter rows take the generic run kernels
+    small_min_run = 74 + small_blocks;
     constexpr int kCols = tuning::RunKernels::kColumnsPerLane;  // one vector per lane
     std::int32_t dmax = 1;
     bool all_d4 = true, all_off4 = true;
@@ -370,8 +401,11 @@ struct BackwardPlan {
     const std::size_t o_tab = up.add(tables.data(), tables.size() * sizeof(detail::BwdTableMeta));
     const std::size_t o_sfb = up.add(seg_first.data(), seg_first.size() * 8);
     const std::size_t o_seg = up.add(segs.data(), segs.size() * sizeof(SegmentMeta));
+    const std::size_t o_small =
+        up.add(small_meta.data(), small_meta.size() * sizeof(detail::SmallFeatureMeta));
     d_meta = up.upload("upload backward metadata");
     char* base = static_cast<char*>(d_meta);
+    d_small = reinterpret_cast<detail::SmallFeatureMeta*>(base + o_small);
 
     // --- run kernel arguments (constant part) ---
     detail::RunArgs& a = run;
@@ -433,6 +467,13 @@ struct BackwardPlan {
     ws_chunk_order = L.add(mc * 4);
     chunk_temp_bytes = detail::chunk_sort_temp_bytes(max_chunks);
     ws_chunk_temp = L.add(chunk_temp_bytes);
+    const auto ns = static_cast<std::size_t>(small_features.size());
+    const std::size_t small_tiles = ns * static_cast<std::size_t>(small_blocks);
+    ws_small_counts = L.add(detail::small_table_counts_bytes(static_cast<std::int64_t>(ns), small_batch));
+    ws_small_partials = L.add(small_tiles * tuning::SmallTable::kMaxRows *
+                              tuning::SmallTable::kMaxDim * sizeof(float));
+    ws_small_sl = L.add(small_tiles * tuning::SmallTable::kMaxRows * sizeof(std::int32_t));
+    ws_small_scratch = L.add(ns > 0 ? sizeof(DeviceCounters) : 0);
     ws_total = L.total;
     // key bits: sorted values are < max(N, bags) < 2^31; unused slots hold 0xffffffff
     chunk_key_bits = 32;
@@ -481,12 +522,16 @@ Status BackwardOp::can_implement(const BackwardProblem& p, const BackwardStrateg
   return check_kernels(p);
 }
 
-BackwardOp::BackwardOp(const BackwardProblem& p, const BackwardStrategy& s) {
+BackwardOp::BackwardOp(const BackwardProblem& p, const BackwardStrategy& s)
+    : BackwardOp(p, s, SmallTableTuning{}) {}
+BackwardOp::BackwardOp(const BackwardProblem& p, const BackwardStrategy& s,
+                       const SmallTableTuning& small) {
   throw_if_error(can_implement(p, s));
-  plan_ = std::make_unique<BackwardPlan>(p, s);
+  plan_ = std::make_unique<BackwardPlan>(p, s, small);
 }
-BackwardOp::BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s)
-    : plan_(std::make_unique<BackwardPlan>(p, s)) {}
+BackwardOp::BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s,
+                       const SmallTableTuning& small)
+    : plan_(std::make_unique<BackwardPlan>(p, s, small)) {}
 BackwardOp::~BackwardOp() = default;
 BackwardOp::BackwardOp(BackwardOp&&) noexcept = default;
 BackwardOp& BackwardOp::operator=(BackwardOp&&) noexcept = default;
@@ -504,6 +549,25 @@ void BackwardOp::run(const BackwardOutputs& out, void* d_workspace, cudaStream_t
 void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, cudaStream_t stream,
                      const SortedLookups& hoisted) {
   BackwardPlan& P = *plan_;
+  const bool small = !P.small_features.empty();
+  if (small && P.saved_counts != nullptr) {  // checked before anything is enqueued
+    const SmallTableCounts& sc = *P.saved_counts;
+    std::string why;
+    if (!sc.written) why = "it was never written by a ForwardOp::run()";
+    else if (sc.batch != P.saved_batch)
+      why = "stale: written for batch " + std::to_string(sc.batch) + ", this backward runs batch " +
+            std::to_string(P.saved_batch);
+    else if (sc.batch_size != P.small_batch || sc.features != P.small_features)
+      why = "written for B = " + std::to_string(sc.batch_size) + " and " +
+            std::to_string(sc.features.size()) + " small-table features; this backward has B = " +
+            std::to_string(P.small_batch) + " and " + std::to_string(P.small_features.size());
+    else if (sc.data == nullptr || sc.bytes < detail::small_table_counts_bytes(
+                                                  static_cast<std::int64_t>(P.small_features.size()),
+                                                  P.small_batch))
+      why = "its buffer is smaller than the forward's layout";
+    if (!why.empty())
+      throw InvalidArgument("small_table_counts", "small_table_counts: " + why);
+  }
   const TransposePlan* tp = &P.transpose;
   char* ws = static_cast<char*>(d_workspace);
   char* tws = ws + P.ws_total;
@@ -558,6 +622,33 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
 
   cuda_check(cudaMemsetAsync(a.counters, 0, sizeof(detail::BackwardDeviceCounters), stream),
              "reset backward counters");
+  detail::CountsView small_counts;
+  P.used_saved = small && P.saved_counts != nullptr;
+  if (small) {
+    const auto ns = static_cast<std::int64_t>(P.small_features.size());
+    if (P.used_saved) {
+      small_counts = detail::small_table_counts_view(P.saved_counts->data, ns, P.small_batch);
+    } else {  // the backward's own histogram: the forward kernel in counts-only mode
+      small_counts = detail::small_table_counts_view(ws + P.ws_small_counts, ns, P.small_batch);
+      cuda_check(cudaMemsetAsync(small_counts.invalid, 0, static_cast<std::size_t>(ns) * 4, stream),
+                 "reset small-table invalid flags");
+      detail::SmallTableForwardArgs c;
+      c.indices = tp->indices;
+      c.offsets = tp->bag_offsets(tws);
+      c.features = P.d_small;
+      c.num_small = static_cast<std::int32_t>(ns);
+      c.batch_size = P.small_batch;
+      c.num_bags = tp->num_bags;
+      c.check_indices = tp->repairs();
+      c.compute_output = false;
+      c.save = small_counts;
+      c.counters = reinterpret_cast<DeviceCounters*>(ws + P.ws_small_scratch);  // counted by the transpose
+      c.abort_key = tp->abort_key(tws);
+      detail::launch_small_table_forward(P.types.grad, tp->index_dtype, c, stream);
+    }
+    a.small_invalid = small_counts.invalid;
+    a.small_min_run = P.small_min_run;
+  }
   a.grid = P.route_grid;
   detail::launch_route(a, stream);
   detail::launch_chunk_sort(P.max_chunks, P.chunk_key_bits, a.chunk_keys,
@@ -581,10 +672,37 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
   detail::launch_long_chunks(P.types, a, stream);
   P.phase(5, stream);
   if (!a.fused) detail::launch_long_apply(P.types, a, stream);
+  if (small) {
+    detail::SmallTableBackwardArgs h;
+    h.features = P.d_small;
+    h.num_small = static_cast<std::int32_t>(P.small_features.size());
+    h.batch_size = P.small_batch;
+    h.num_bags = tp->num_bags;
+    h.offsets = tp->bag_offsets(tws);
+    h.mean = P.problem.forward.options.pooling == PoolingMode::Mean;
+    h.counts = small_counts;
+    h.grad_output = P.problem.grad_output;
+    h.out_stride = tp->layout.total_dim;
+    h.partials = reinterpret_cast<float*>(ws + P.ws_small_partials);
+    h.partial_sl = reinterpret_cast<std::int32_t*>(ws + P.ws_small_sl);
+    h.blocks_per_feature = P.small_blocks;
+    h.min_run = P.small_min_run;
+    h.run = a;
+    detail::launch_small_table_backward(P.types.grad, tp->index_dtype, h, stream);
+  }
   P.phase(6, stream);
 }
 
 void BackwardOp::set_phase_events(cudaEvent_t* events) { plan_->phase_events = events; }
+
+const std::vector<SmallTableFeature>& BackwardOp::small_table_features() const {
+  return plan_->small_decision;
+}
+void BackwardOp::use_small_table_counts(const SmallTableCounts* counts, std::uint64_t batch) {
+  plan_->saved_counts = counts;
+  plan_->saved_batch = batch;
+}
+SmallTableBackwardStats BackwardOp::small_table_stats() const { return plan_->small_stats; }
 
 BackwardStats BackwardOp::finish() {
   BackwardPlan& P = *plan_;
@@ -612,13 +730,21 @@ BackwardStats BackwardOp::finish() {
   (fused ? k.fused_runs : k.chunked_runs) = static_cast<std::int64_t>(c.long_runs);
   (fused ? k.fused_lookups : k.chunked_lookups) = static_cast<std::int64_t>(c.long_lookups);
   k.chunks = static_cast<std::int64_t>(c.chunks);
-  st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs);
-  st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups);
+  P.small_stats = SmallTableBackwardStats{static_cast<std::int64_t>(c.small_table_rows),
+                                          static_cast<std::int64_t>(c.small_table_lookups),
+                                          P.used_saved};
+  k.histogram_runs = P.small_stats.rows;
+  k.histogram_lookups = P.small_stats.lookups;
+  k.histogram_min_run = P.small_stats.rows > 0 ? P.small_min_run : 0;
+  st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs) + k.histogram_runs;
+  st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups;
   st.paths.push_back(tp.sort_path());
   if (P.hoisted) st.paths.push_back("bwd.hoisted");
   if (k.short_runs > 0) st.paths.push_back("bwd.short");
   if (c.long_runs > 0) st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");
   if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
+  if (P.small_stats.rows > 0) st.paths.push_back("bwd.small_table");
+  if (P.used_saved) st.paths.push_back("bwd.small_table.saved_counts");
   if (P.want_sr) st.paths.push_back("bwd.sr");
   if (!P.strategy.deterministic) st.paths.push_back("bwd.nondeterministic");
   st.paths.push_back(P.types.block_group ? "bwd.group.block" : "bwd.group.warp");

@@ -82,8 +82,54 @@ class CudaBackend final : public Backend {
     throw_if_error(ForwardOp::can_implement(p));  // before any upload
     DeviceProblem dp(p);
     ForwardOp op(dp.problem, kValidated, strategy);
+    return run_forward(op, p.options.policy.output, output);
+  }
+
+  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
+                         const BackwardStrategy& strategy) override {
+    throw_if_error(BackwardOp::can_implement(p, strategy, out));  // before any upload
+    DeviceProblem dp(p.forward);
+    return backward_on(p, dp, out, strategy, nullptr, 0);
+  }
+
+  // The forward saves the small-table histogram counts (when a feature takes the path) and the
+  // backward reuses them: one upload of the lookups, the forward's ForwardOp::save_small_table_counts
+  // and the backward's use_small_table_counts with this step's batch id.
+  TrainingStepStats training_step(const BackwardProblem& p, void* output,
+                                  const BackwardOutputs& out,
+                                  const BackwardStrategy& strategy) override {
+    throw_if_error(ForwardOp::can_implement(p.forward));  // before any upload
+    throw_if_error(BackwardOp::can_implement(p, strategy, out));
+    DeviceProblem dp(p.forward);
+    TrainingStepStats st;
+    ForwardOp fwd(dp.problem, kValidated);
+    const std::size_t counts_bytes = fwd.small_table_counts_bytes();
+    DeviceBuffer d_counts(counts_bytes);
+    SmallTableCounts counts;
+    const std::uint64_t batch = ++batches_;
+    if (counts_bytes > 0) {
+      counts.data = d_counts.get();
+      counts.bytes = counts_bytes;
+      fwd.save_small_table_counts(&counts, batch);
+    }
+    st.forward = run_forward(fwd, p.forward.options.policy.output, output);
+    st.backward = backward_on(p, dp, out, strategy, counts_bytes > 0 ? &counts : nullptr, batch);
+    return st;
+  }
+
+  RepairResult repair(const ForwardProblem& p) override {
+    throw_if_error(ForwardOp::can_implement(p));
+    DeviceProblem dp(p);
+    ForwardOp op(dp.problem, kValidated);
+    DeviceBuffer d_ws(op.workspace_bytes());
+    return op.repair(d_ws.get(), nullptr);
+  }
+
+ private:
+  // Runs an operator built on the device copy: output to the host only on success.
+  static ForwardStats run_forward(ForwardOp& op, DType output_dtype, void* output) {
     const std::int64_t numel = op.layout().numel;
-    const std::size_t out_bytes = numel * dtype_size(p.options.policy.output);
+    const std::size_t out_bytes = numel * dtype_size(output_dtype);
     DeviceBuffer d_out(out_bytes), d_ws(op.workspace_bytes());
     op.run(d_out.get(), d_ws.get(), nullptr);
     ForwardStats stats = op.finish();  // throws BoundsCheckError before anything is downloaded
@@ -93,10 +139,11 @@ class CudaBackend final : public Backend {
     return stats;
   }
 
-  BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
-                         const BackwardStrategy& strategy) override {
-    throw_if_error(BackwardOp::can_implement(p, strategy, out));  // before any upload
-    DeviceProblem dp(p.forward);
+  // The backward of `p` on its uploaded lookups `dp` (validated), with the forward's saved
+  // small-table counts of batch `batch` when `counts` is not null.
+  static BackwardStats backward_on(const BackwardProblem& p, DeviceProblem& dp,
+                                   const BackwardOutputs& out, const BackwardStrategy& strategy,
+                                   const SmallTableCounts* counts, std::uint64_t batch) {
     const ForwardProblem& f = p.forward;
     const std::size_t w_bytes = weight_elements(f) * dtype_size(f.tables.dtype);
     std::int64_t K = 0;
@@ -126,6 +173,7 @@ class CudaBackend final : public Backend {
     dout.per_sample_weight_grad = out.per_sample_weight_grad == nullptr ? nullptr : d_psw.as<float>();
     // The device copies are valid where the host arguments were (only empty buffers become null).
     BackwardOp op(dbp, kValidated, strategy);
+    if (counts != nullptr) op.use_small_table_counts(counts, batch);
     DeviceBuffer d_ws(op.workspace_bytes());
     op.run(kValidated, dout, d_ws.get(), nullptr);
     BackwardStats stats = op.finish();  // throws before anything is downloaded
@@ -142,16 +190,8 @@ class CudaBackend final : public Backend {
     return stats;
   }
 
-  RepairResult repair(const ForwardProblem& p) override {
-    throw_if_error(ForwardOp::can_implement(p));
-    DeviceProblem dp(p);
-    ForwardOp op(dp.problem, kValidated);
-    DeviceBuffer d_ws(op.workspace_bytes());
-    return op.repair(d_ws.get(), nullptr);
-  }
-
- private:
   std::string name_;
+  std::uint64_t batches_ = 0;  ///< training steps so far (each step's small-table batch id)
 };
 
 }  // namespace

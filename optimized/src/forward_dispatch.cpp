@@ -6,6 +6,7 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/launch.h"
+#include "kernels/small_table_launch.h"
 #include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
@@ -59,6 +60,17 @@ void launch_sequence(const SequenceTypes& t, const SequenceArgs& a, cudaStream_t
     });
   });
   check_launch("sequence_group_per_row");
+}
+
+void launch_small_table_forward(DType output, DType index, const SmallTableForwardArgs& a,
+                                cudaStream_t s) {
+  dispatch::dispatch_combo<dispatch::kCompiledSmallTable>(
+      {DType::F16, DType::F32, output}, "options.policy", [&](auto, auto, auto out) {
+        dispatch::dispatch_index(index, "lookups.index_dtype", [&](auto idx) {
+          launch_small_table_forward_t<decltype(out)::value, decltype(idx)::value>(a, s);
+        });
+      });
+  check_launch("small_table_forward_histogram");
 }
 
 }  // namespace tbe::cuda::detail

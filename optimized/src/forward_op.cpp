@@ -12,7 +12,9 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/launch.h"
+#include "kernels/small_table_launch.h"
 #include "src/bounds_describe.h"
+#include "src/small_table.h"
 #include "tbe/cuda/check.h"
 #include "tbe/cuda/workspace.h"
 #include "tbe/errors.h"
@@ -63,6 +65,14 @@ struct ForwardPlan {
   std::int64_t* d_seg_first_bag = nullptr;
   SegmentMeta* d_segs = nullptr;
   std::int32_t num_segs = 0;
+  // --- small-table histogram path (docs/small-table.md) ---
+  std::vector<SmallTableFeature> small_decision;  ///< [T]
+  std::vector<std::int32_t> small_features;       ///< eligible features, ascending
+  detail::SmallFeatureMeta* d_small = nullptr;
+  std::int64_t batch_size = 0;
+  SmallTableCounts* save_counts = nullptr;        ///< save_small_table_counts()
+  std::uint64_t save_batch = 0;
+  SmallTableStats small_stats;
   // --- launches ---
   std::vector<PooledLaunch> pooled;
   int seq_group = 32;
@@ -140,6 +150,26 @@ struct ForwardPlan {
                              tuning.pipelined, tuning.rows_in_flight},
                             a, s);
     }
+    if (!small_features.empty()) {
+      detail::SmallTableForwardArgs a;
+      a.weights = weights;
+      a.indices = idx;
+      a.offsets = offs;
+      a.orig_offsets = orig_offsets;
+      a.output = out;
+      a.out_stride = layout.total_dim;
+      a.features = d_small;
+      a.num_small = static_cast<std::int32_t>(small_features.size());
+      a.batch_size = batch_size;
+      a.num_bags = num_bags;
+      a.mean = pooling == PoolingMode::Mean;
+      a.check_indices = check;
+      if (save_counts != nullptr)
+        a.save = detail::small_table_counts_view(save_counts->data, a.num_small, batch_size);
+      a.counters = counters();
+      a.abort_key = abort_key;
+      detail::launch_small_table_forward(output_dtype, index_dtype, a, s);
+    }
   }
 
   BoundsViolation describe(unsigned long long key) const {
@@ -193,6 +223,12 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
   P.num_bags = P.num_offsets - 1;
   P.T = static_cast<std::int32_t>(p.tables.num_features());
   P.layout = make_output_layout(p);
+  P.batch_size = p.lookups.is_vbe() ? 0 : p.lookups.batch_size;
+  P.small_decision = detail::small_table_eligibility(p, tuning.small_table);
+  for (const SmallTableFeature& d : P.small_decision)
+    if (d.eligible) P.small_features.push_back(d.feature);
+  const std::vector<detail::SmallFeatureMeta> small_meta =
+      detail::small_table_meta(p, P.small_decision);
 
   // --- per-feature metadata and output segments ---
   std::vector<FeatureMeta> features(P.T);
@@ -227,12 +263,16 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
   const std::size_t o_ffb = meta.add(P.layout.feature_bag_offset.size() * 8);
   const std::size_t o_sfb = meta.add(seg_first.size() * 8);
   const std::size_t o_seg = meta.add(segs.size() * sizeof(SegmentMeta));
+  const std::size_t o_small = meta.add(small_meta.size() * sizeof(detail::SmallFeatureMeta));
   const std::size_t meta_bytes = meta.total;
   std::vector<char> host(meta_bytes, 0);
   if (!features.empty()) std::memcpy(host.data() + o_feat, features.data(), features.size() * sizeof(FeatureMeta));
   std::memcpy(host.data() + o_ffb, P.layout.feature_bag_offset.data(), P.layout.feature_bag_offset.size() * 8);
   if (!seg_first.empty()) std::memcpy(host.data() + o_sfb, seg_first.data(), seg_first.size() * 8);
   if (!segs.empty()) std::memcpy(host.data() + o_seg, segs.data(), segs.size() * sizeof(SegmentMeta));
+  if (!small_meta.empty())
+    std::memcpy(host.data() + o_small, small_meta.data(),
+                small_meta.size() * sizeof(detail::SmallFeatureMeta));
   cuda_check(cudaMalloc(&P.d_meta, meta_bytes), "cudaMalloc(forward metadata)");
   cuda_check(cudaMemcpy(P.d_meta, host.data(), meta_bytes, cudaMemcpyHostToDevice),
              "upload forward metadata");
@@ -241,6 +281,7 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
   P.d_feature_first_bag = reinterpret_cast<std::int64_t*>(base + o_ffb);
   P.d_seg_first_bag = reinterpret_cast<std::int64_t*>(base + o_sfb);
   P.d_segs = reinterpret_cast<SegmentMeta*>(base + o_seg);
+  P.d_small = reinterpret_cast<detail::SmallFeatureMeta*>(base + o_small);
 
   // --- launch plan: group size from D, 16-byte vectors where row starts allow them ---
   const int vec = detail::vector_width(P.weights_dtype);
@@ -260,6 +301,7 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
                                        : std::string("forward.sequence.scalar"));
   } else {
     for (std::int32_t f = 0; f < P.T; ++f) {
+      if (P.small_decision[f].eligible) continue;  // the small-table launch owns its bags
       const bool v = vectorizable(f);
       const int w = v ? vec : 1;
       const int g = group_size_for(features[f].dim, w);
@@ -278,8 +320,10 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     const bool pipelined_compiled =
         any_vec && dispatch::contains(dispatch::kCompiledPooledTuning,
                                       {P.weights_dtype, P.accumulation, P.output_dtype});
-    P.paths.push_back(tuning.pipelined && pipelined_compiled ? "forward.pooled.pipelined"
-                                                             : "forward.pooled.group_per_bag");
+    if (!P.pooled.empty() || P.small_features.empty())
+      P.paths.push_back(tuning.pipelined && pipelined_compiled ? "forward.pooled.pipelined"
+                                                               : "forward.pooled.group_per_bag");
+    if (!P.small_features.empty()) P.paths.push_back("forward.small_table");
     if (p.lookups.is_vbe()) P.paths.push_back("forward.vbe");
   }
   switch (P.mode) {
@@ -306,12 +350,41 @@ ForwardOp& ForwardOp::operator=(ForwardOp&&) noexcept = default;
 std::size_t ForwardOp::workspace_bytes() const { return plan_->ws_total; }
 const OutputLayout& ForwardOp::layout() const { return plan_->layout; }
 
+const std::vector<SmallTableFeature>& ForwardOp::small_table_features() const {
+  return plan_->small_decision;
+}
+std::size_t ForwardOp::small_table_counts_bytes() const {
+  return detail::small_table_counts_bytes(static_cast<std::int64_t>(plan_->small_features.size()),
+                                          plan_->batch_size);
+}
+void ForwardOp::save_small_table_counts(SmallTableCounts* counts, std::uint64_t batch) {
+  if (counts != nullptr && (counts->data == nullptr || counts->bytes < small_table_counts_bytes()))
+    throw InvalidArgument("small_table_counts",
+                          "small_table_counts: a buffer of " + std::to_string(counts->bytes) +
+                              " bytes at " + (counts->data == nullptr ? "null" : "a device address") +
+                              "; the forward needs " + std::to_string(small_table_counts_bytes()) +
+                              " bytes (ForwardOp::small_table_counts_bytes())");
+  plan_->save_counts = counts;
+  plan_->save_batch = batch;
+}
+SmallTableStats ForwardOp::small_table_stats() const { return plan_->small_stats; }
+
 void ForwardOp::run(void* d_output, void* d_workspace, cudaStream_t stream) {
   ForwardPlan& P = *plan_;
   P.stream = stream;
   P.workspace = static_cast<char*>(d_workspace);
   P.ran = true;
   P.reset_counters(stream);
+  if (P.save_counts != nullptr && !P.small_features.empty()) {
+    const auto n = static_cast<std::int64_t>(P.small_features.size());
+    const detail::CountsView v = detail::small_table_counts_view(P.save_counts->data, n, P.batch_size);
+    cuda_check(cudaMemsetAsync(v.invalid, 0, static_cast<std::size_t>(n) * sizeof(std::uint32_t), stream),
+               "reset small-table invalid flags");
+    P.save_counts->batch = P.save_batch;
+    P.save_counts->written = true;
+    P.save_counts->batch_size = P.batch_size;
+    P.save_counts->features = P.small_features;
+  }
   switch (P.mode) {
     case BoundsCheckMode::None:
       P.forward(d_output, P.offsets, P.indices, false, nullptr, nullptr, stream);
@@ -352,6 +425,10 @@ ForwardStats ForwardOp::finish() {
   if (P.mode == BoundsCheckMode::Warning || P.mode == BoundsCheckMode::Ignore)
     stats.warnings = static_cast<std::int64_t>(c.bad_bags + c.bad_last_offset + c.bad_indices);
   stats.paths = P.paths;
+  P.small_stats = SmallTableStats{static_cast<std::int64_t>(c.small_table_mma_bags),
+                                  static_cast<std::int64_t>(c.small_table_direct_bags)};
+  if (P.small_stats.mma_bags > 0) stats.paths.push_back("forward.small_table.mma");
+  if (P.small_stats.direct_bags > 0) stats.paths.push_back("forward.small_table.direct");
   return stats;
 }
 

@@ -55,6 +55,17 @@ Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuni
   if (!dispatch::contains(dispatch::kAttentionKeyBlocks, tuning.key_block))
     return Status::Invalid("tuning.key_block", "tuning.key_block: " + s(tuning.key_block) +
                                                    " must be 64 or 128");
+  if (tuning.q_in_registers && tuning.key_block != 128)
+    return Status::Invalid("tuning.q_in_registers",
+                           "tuning.q_in_registers: true needs tuning.key_block = 128 (compiled "
+                           "for it only), got key_block " + s(tuning.key_block));
+  if (tuning.kv_stages != 2 && tuning.kv_stages != 3)
+    return Status::Invalid("tuning.kv_stages",
+                           "tuning.kv_stages: " + s(tuning.kv_stages) + " must be 2 or 3");
+  if (tuning.kv_stages == 3 && tuning.key_block != 128)
+    return Status::Invalid("tuning.kv_stages",
+                           "tuning.kv_stages: 3 needs tuning.key_block = 128 (compiled for it "
+                           "only), got key_block " + s(tuning.key_block));
   return Status::Ok();
 }
 
@@ -133,7 +144,9 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
   P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) * 1.4426950408889634);  // · log2 e
   const int rows = detail::kAttentionBlockRows;
   static_assert(detail::kAttentionBlockRows == tuning::AttentionMmaSync::kBlockRows);
-  P.paths.push_back("attention.mma-sync.dh" + s(p.Dh) + ".kb" + s(tuning.key_block));
+  P.paths.push_back("attention.mma-sync.dh" + s(p.Dh) + ".kb" + s(tuning.key_block) +
+                    (tuning.q_in_registers ? ".qreg" : "") +
+                    (tuning.kv_stages == 3 ? ".stages3" : ""));
   P.paths.push_back("attention.grouping.cub-sort-rle");
   if (p.jagged()) {
     P.paths.push_back("attention.jagged");
@@ -203,6 +216,8 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   a.n_seed = static_cast<int>(p.n_seed);
   a.Dh = static_cast<int>(p.Dh);
   a.key_block = P.tuning.key_block;
+  a.q_in_registers = P.tuning.q_in_registers;
+  a.kv_stages = P.tuning.kv_stages;
   a.scale_log2 = P.scale_log2;
   a.grouping = g;
   a.runs = static_cast<int>(P.slots);

@@ -5,6 +5,14 @@
 
 namespace tbe {
 
+TrainingStepStats Backend::training_step(const BackwardProblem& p, void* output,
+                                         const BackwardOutputs& out, const BackwardStrategy& s) {
+  TrainingStepStats st;
+  st.forward = forward(p.forward, output);
+  st.backward = backward(p, out, s);
+  return st;
+}
+
 namespace {
 
 class ReferenceBackend final : public Backend {

@@ -1,5 +1,6 @@
 #include "backward_harness.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "case_gen.h"
 #include "gpu_harness.h"
 #include "tbe/cuda/backward.h"
+#include "tbe/cuda/forward.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/io/backward_case_file.h"
 #include "tbe/workloads.h"
@@ -140,7 +142,24 @@ BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o) {
     out.sentinels_intact = intact;
   };
   try {
-    cuda::BackwardOp op(dp, o.strategy);
+    cuda::BackwardOp op(dp, o.strategy, o.small_table);
+    cuda::DeviceBuffer counts_buffer, fwd_out, fwd_ws;
+    cuda::SmallTableCounts counts;
+    if (o.saved_counts) {  // the forward of the same batch, its histogram saved
+      cuda::ForwardTuning ft;
+      ft.small_table = o.small_table;
+      cuda::ForwardOp fop(dp.forward, {}, ft);
+      counts_buffer = cuda::DeviceBuffer(std::max<std::size_t>(1, fop.small_table_counts_bytes()));
+      counts.data = counts_buffer.get();
+      counts.bytes = fop.small_table_counts_bytes();
+      fop.save_small_table_counts(&counts, 1);
+      fwd_out = cuda::DeviceBuffer(std::max<std::int64_t>(1, fop.layout().numel) *
+                                   dtype_size(dp.forward.options.policy.output));
+      fwd_ws = cuda::DeviceBuffer(fop.workspace_bytes());
+      fop.run(fwd_out.get(), fwd_ws.get(), stream_a());
+      fop.finish();
+      op.use_small_table_counts(&counts, o.stale_batch ? 2 : 1);
+    }
     if (o.hoisted) {
       cuda::TransposeOp t(dp.forward);
       cuda::DeviceBuffer tws(t.workspace_bytes()), ws(op.workspace_bytes(true));

@@ -13,6 +13,7 @@
 
 #include "tbe/backward.h"
 #include "tbe/backward_case.h"
+#include "tbe/cuda/small_table.h"
 #include "tbe/errors.h"
 #include "tbe/oracle/backward_oracle.h"
 
@@ -40,6 +41,12 @@ struct BackwardRunOptions {
   bool in_place = false;   ///< outputs alias the input weights / momentum
   bool hoisted = false;    ///< TransposeOp on a second stream, handed to BackwardOp::run
   bool want_psw = false;   ///< request per-sample-weight gradients (weighted problems)
+  /// The small-table path's knobs (docs/small-table.md), for the ForwardOp too.
+  cuda::SmallTableTuning small_table;
+  /// Run the ForwardOp first with its histogram saved, and hand it to the backward
+  /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
+  bool saved_counts = false;
+  bool stale_batch = false;
 };
 
 /// The CUDA BackwardOp on device copies of `c`.

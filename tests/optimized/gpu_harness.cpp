@@ -28,30 +28,25 @@ cudaStream_t test_stream() {
   return s;
 }
 
-/// Device copies of a case's buffers (sizes from the containers) and the problem pointing at them.
-struct DeviceCase {
-  cuda::DeviceBuffer weights, indices, offsets, psw;
-  ForwardProblem problem;
-  explicit DeviceCase(ForwardCase& c) {
-    problem = c.view();
-    const std::size_t isz = dtype_size(c.index_dtype);
-    weights = cuda::DeviceBuffer(c.weights.data(), c.weights.size());
-    indices = cuda::DeviceBuffer(problem.lookups.indices, c.indices.size() * isz);
-    offsets = cuda::DeviceBuffer(problem.lookups.offsets, c.offsets.size() * isz);
-    psw = cuda::DeviceBuffer(c.per_sample_weights.data(), c.per_sample_weights.size() * 4);
-    problem.tables.weights = c.weights.empty() ? nullptr : weights.get();
-    problem.lookups.indices = indices.get();
-    problem.lookups.offsets = offsets.get();
-    problem.lookups.per_sample_weights =
-        c.per_sample_weights.empty() ? nullptr : psw.as<const float>();
-    // Non-null pointers even for empty buffers, as the host view has them.
-    static cuda::DeviceBuffer dummy(256);
-    if (problem.lookups.indices == nullptr) problem.lookups.indices = dummy.get();
-    if (problem.lookups.offsets == nullptr && !c.offsets.empty()) problem.lookups.offsets = dummy.get();
-  }
-};
-
 }  // namespace
+
+DeviceCase::DeviceCase(ForwardCase& c) {
+  problem = c.view();
+  const std::size_t isz = dtype_size(c.index_dtype);
+  weights = cuda::DeviceBuffer(c.weights.data(), c.weights.size());
+  indices = cuda::DeviceBuffer(problem.lookups.indices, c.indices.size() * isz);
+  offsets = cuda::DeviceBuffer(problem.lookups.offsets, c.offsets.size() * isz);
+  psw = cuda::DeviceBuffer(c.per_sample_weights.data(), c.per_sample_weights.size() * 4);
+  problem.tables.weights = c.weights.empty() ? nullptr : weights.get();
+  problem.lookups.indices = indices.get();
+  problem.lookups.offsets = offsets.get();
+  problem.lookups.per_sample_weights =
+      c.per_sample_weights.empty() ? nullptr : psw.as<const float>();
+  // Non-null pointers even for empty buffers, as the host view has them.
+  static cuda::DeviceBuffer dummy(256);
+  if (problem.lookups.indices == nullptr) problem.lookups.indices = dummy.get();
+  if (problem.lookups.offsets == nullptr && !c.offsets.empty()) problem.lookups.offsets = dummy.get();
+}
 
 std::string to_string(const Outcome& o) {
   std::ostringstream s;

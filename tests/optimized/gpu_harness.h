@@ -13,6 +13,7 @@
 
 #include "tbe/backend.h"
 #include "tbe/bounds_check.h"
+#include "tbe/cuda/device_buffer.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/host_case.h"
@@ -32,6 +33,18 @@ struct Outcome {
   bool poison_intact = true;     ///< on error: the output still holds the NaN poison
 };
 std::string to_string(const Outcome& o);
+
+/// Device copies of a case's buffers (weights, indices, offsets, per-sample weights; sizes from
+/// the containers, so invalid shapes are safe to upload) and `problem`: the case's view with every
+/// data pointer moved to its device copy (per_sample_weights null when the case is unweighted; an
+/// empty indices/offsets buffer points at a 256-byte dummy, as the host view is non-null). Tests
+/// that build a cuda::ForwardOp on a ForwardCase use it: a host pointer left in the problem
+/// reaches a kernel as an illegal address.
+struct DeviceCase {
+  cuda::DeviceBuffer weights, indices, offsets, psw;
+  ForwardProblem problem;
+  explicit DeviceCase(ForwardCase& c);
+};
 
 /// The reference forward (tbe::forward_reference) on the case.
 Outcome run_reference(ForwardCase& c);

@@ -1,12 +1,14 @@
 // GPU tests of the IKBO cross attention (tbe::cuda::AttentionOp and the CUDA IKBO backend):
 // outputs judged by the attention oracle (tbe::oracle::check_attention) for random shapes, map
-// kinds, dense and jagged keys, both key blocks; cases C19 (exact tail tiles), C21 (tiling
+// kinds, dense and jagged keys, every kernel variant (key blocks 64, 128; 128 with Q in
+// registers and / or a 3-stage K/V ring); cases C19 (exact tail tiles), C21 (tiling
 // independence, bitwise stable), C22 (empty ranges); a private copy of a user's K/V vs shared
 // K/V (bitwise equal); long S, extreme logits; canaries (NaN-poisoned output, sentinels past its
 // end); the device map check and invalid arguments (InvalidArgument, output bitwise untouched).
 // C20 (64-bit offsets, 17 GB) is test_ikbo_attention_huge.cu, tagged [large].
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,12 +28,30 @@ using tbe::ikbo::MapKind;
 
 namespace {
 
-constexpr int kKeyBlocks[] = {64, 128};
+/// The compiled kernel variants (dispatch/tuning.h AttentionMmaSync): key block, Q in
+/// registers, K/V stages.
+struct Variant {
+  int key_block;
+  bool q_in_registers;
+  int kv_stages;
+};
+constexpr Variant kVariants[] = {
+    {64, false, 2}, {128, false, 2}, {128, true, 2}, {128, false, 3}, {128, true, 3}};
 
-cuda::AttentionTuning tuning_kb(int key_block) {
+cuda::AttentionTuning tuning_of(Variant kv) {
   cuda::AttentionTuning t;
-  t.key_block = key_block;
+  t.key_block = kv.key_block;
+  t.q_in_registers = kv.q_in_registers;
+  t.kv_stages = kv.kv_stages;
   return t;
+}
+
+cuda::AttentionTuning tuning_kb(int key_block) { return tuning_of({key_block, false, 2}); }
+
+/// "kb128.qreg.stages3": the variant's suffix of the kernel path (AttentionOp::paths).
+std::string label(Variant kv) {
+  return "kb" + std::to_string(kv.key_block) + (kv.q_in_registers ? ".qreg" : "") +
+         (kv.kv_stages == 3 ? ".stages3" : "");
 }
 
 /// The GPU outcome is Ok, canaries hold and the oracle accepts every element.
@@ -93,12 +113,12 @@ void fill(std::vector<std::byte>& t, DType st, std::int64_t rows, std::int64_t H
 
 }  // namespace
 
-TEST_CASE("ikbo attention: every dtype, Dh, key block, map kind, dense and jagged in the enclosure",
+TEST_CASE("ikbo attention: every dtype, Dh, variant, map kind, dense and jagged in the enclosure",
           "[gpu][ikbo][attention]") {
   int i = 0;
   for (DType st : {DType::F16, DType::BF16})
     for (std::int64_t Dh : {64, 128})
-      for (int kb : kKeyBlocks)
+      for (Variant kv : kVariants)
         for (MapKind map : ikbo::kAllMapKinds)
           for (bool jagged : {false, true}) {
             // 21 candidates of 9 query rows over 5 users: blocks of 128 rows split candidates,
@@ -106,46 +126,46 @@ TEST_CASE("ikbo attention: every dtype, Dh, key block, map kind, dense and jagge
             const ikbo::AttentionCase c = ikbo::make_attention_case(
                 shape(21, 5, 9, 2, Dh, 150, jagged), policy(st), map, 500 + i++);
             const ikbo::AttentionProblem p = c.view();
-            INFO(to_string(st) << " Dh=" << Dh << " kb=" << kb << " map=" << to_string(map)
+            INFO(to_string(st) << " Dh=" << Dh << " " << label(kv) << " map=" << to_string(map)
                                << " jagged=" << jagged);
-            const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+            const AttentionOutcome gpu = run_attention_gpu(p, tuning_of(kv));
             require_in_enclosure(p, gpu);
-            REQUIRE(gpu.paths.front() ==
-                    "attention.mma-sync.dh" + std::to_string(Dh) + ".kb" + std::to_string(kb));
+            REQUIRE(gpu.paths.front() == "attention.mma-sync.dh" + std::to_string(Dh) + "." + label(kv));
           }
 }
 
-TEST_CASE("ikbo attention: random shapes, maps and key blocks in the enclosure, stable run to run",
+TEST_CASE("ikbo attention: random shapes, maps and variants in the enclosure, stable run to run",
           "[gpu][ikbo][attention]") {
   rc::prop("GPU output in the enclosure; a second run is bitwise equal", [] {
     const ikbo_test::AttentionSpec s = *gen_gpu_attention_spec();
-    const int kb = *rc::gen::elementOf(std::vector<int>{64, 128});
-    RC_LOG() << s << " key_block=" << kb << "\n";
+    const int v = *rc::gen::inRange(0, static_cast<int>(std::size(kVariants)));
+    const Variant kv = kVariants[v];
+    RC_LOG() << s << " " << label(kv) << "\n";
     const ikbo::AttentionCase c = ikbo_test::build(s);
     const ikbo::AttentionProblem p = c.view();
-    const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+    const AttentionOutcome gpu = run_attention_gpu(p, tuning_of(kv));
     RC_LOG() << to_string(gpu) << "\n";
     RC_ASSERT(gpu.kind == AttentionOutcome::Kind::Ok);
     RC_ASSERT(gpu.sentinels_intact);
     const oracle::CheckReport r = oracle::check_attention(p, gpu.output.data());
     RC_LOG() << r.summary() << "\n";
     RC_ASSERT(r.passed());
-    RC_ASSERT(run_attention_gpu(p, tuning_kb(kb)).output == gpu.output);
+    RC_ASSERT(run_attention_gpu(p, tuning_of(kv)).output == gpu.output);
   });
 }
 
 TEST_CASE("ikbo attention C19: exact tail tiles and S = 1", "[gpu][ikbo][attention]") {
   // Q = 0: every logit 0, P = 1 exactly, l = S; V[j][d] = j (exact) -> out = (S - 1) / 2 exactly
   for (DType st : {DType::BF16, DType::F16})
-    for (int kb : kKeyBlocks)
+    for (Variant kv : kVariants)
       for (std::int64_t S : {1, 2, 31, 32, 33, 63, 64, 65, 97, 127, 128, 129}) {
         ikbo::AttentionCase c = ikbo::make_attention_case(shape(4, 1, 16, 8, 128, S), policy(st),
                                                           MapKind::OneUser, 19 + S);
         fill(c.q, st, 4 * 16, 8, 128, [](auto, auto, auto) { return 0.0; });
         fill(c.v, st, S, 8, 128, [](std::int64_t j, auto, auto) { return static_cast<double>(j); });
         const ikbo::AttentionProblem p = c.view();
-        INFO(to_string(st) << " kb=" << kb << " S=" << S);
-        const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+        INFO(to_string(st) << " " << label(kv) << " S=" << S);
+        const AttentionOutcome gpu = run_attention_gpu(p, tuning_of(kv));
         require_in_enclosure(p, gpu);
         const std::int64_t n = ikbo::attention_output_numel(p);
         for (std::int64_t e = 0; e < n; ++e) {
@@ -189,21 +209,35 @@ TEST_CASE("ikbo attention C19: candidates sharing K/V == each with a private cop
       }
 }
 
-TEST_CASE("ikbo attention C21: every key block in the enclosure, each bitwise stable",
+TEST_CASE("ikbo attention C21: every variant in the enclosure, each bitwise stable",
           "[gpu][ikbo][attention]") {
   const ikbo::AttentionCase c = ikbo::make_attention_case(shape(16, 1, 16, 2, 128, 4096),
                                                           policy(DType::BF16), MapKind::OneUser, 21);
   const ikbo::AttentionProblem p = c.view();
-  for (int kb : kKeyBlocks) {
-    INFO("kb=" << kb);
-    const AttentionOutcome first = run_attention_gpu(p, tuning_kb(kb));
+  for (Variant kv : kVariants) {
+    INFO(label(kv));
+    const AttentionOutcome first = run_attention_gpu(p, tuning_of(kv));
     require_in_enclosure(p, first);
-    for (int rep = 0; rep < 3; ++rep) REQUIRE(run_attention_gpu(p, tuning_kb(kb)).output == first.output);
+    for (int rep = 0; rep < 3; ++rep) REQUIRE(run_attention_gpu(p, tuning_of(kv)).output == first.output);
   }
+  // Q in registers and the 3-stage ring feed the same MMA operands in the same order as the
+  // key block 128 kernel with Q read from shared memory and 2 stages: bitwise equal outputs
+  for (DType st : {DType::BF16, DType::F16})
+    for (std::int64_t Dh : {64, 128}) {
+      const ikbo::AttentionCase d = ikbo::make_attention_case(shape(21, 5, 9, 2, Dh, 300, true),
+                                                              policy(st), MapKind::Unsorted, 210);
+      const AttentionOutcome base = run_attention_gpu(d.view(), tuning_of({128, false, 2}));
+      REQUIRE(base.kind == AttentionOutcome::Kind::Ok);
+      for (Variant kv : kVariants)
+        if (kv.key_block == 128) {
+          INFO(to_string(st) << " Dh=" << Dh << " " << label(kv));
+          REQUIRE(run_attention_gpu(d.view(), tuning_of(kv)).output == base.output);
+        }
+    }
 }
 
 TEST_CASE("ikbo attention C22: empty key ranges give exact zeros", "[gpu][ikbo][attention]") {
-  for (int kb : kKeyBlocks) {
+  for (Variant kv : kVariants) {
     ikbo::AttentionShape sh = shape(6, 4, 4, 2, 128, 0, true);
     sh.lengths = {0, 5, 0, 4};  // k_offsets [0, 0, 5, 5, 9]
     ikbo::AttentionCase c = ikbo::make_attention_case(sh, policy(DType::BF16), MapKind::Sorted, 22);
@@ -212,12 +246,12 @@ TEST_CASE("ikbo attention C22: empty key ranges give exact zeros", "[gpu][ikbo][
     fill(c.q, DType::BF16, 6 * 4, 2, 128, [](auto, auto, auto) { return 0.0; });
     fill(c.v, DType::BF16, 9, 2, 128, [](std::int64_t j, auto, auto) { return static_cast<double>(j); });
     const ikbo::AttentionProblem p = c.view();
-    const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+    const AttentionOutcome gpu = run_attention_gpu(p, tuning_of(kv));
     require_in_enclosure(p, gpu);
     const double want[6] = {0.0, 2.0, 0.0, 6.5, 0.0, 0.0};
     const std::int64_t per = 4 * 2 * 128;
     for (std::int64_t e = 0; e < 6 * per; ++e) {
-      INFO("kb=" << kb << " element " << e);
+      INFO(label(kv) << " element " << e);
       const double x = load_as_double(DType::BF16, gpu.output.data(), e);
       REQUIRE(x == want[e / per]);
       REQUIRE(!std::signbit(x));
@@ -233,7 +267,7 @@ TEST_CASE("ikbo attention: long S and extreme logits in the enclosure", "[gpu][i
   }
   SECTION("logits up to ~1e4: exp without the running maximum would overflow") {
     for (DType st : {DType::BF16, DType::F16})
-      for (int kb : kKeyBlocks) {
+      for (Variant kv : kVariants) {
         ikbo::AttentionCase c = ikbo::make_attention_case(shape(5, 2, 8, 2, 64, 300), policy(st),
                                                           MapKind::Unsorted, 6);
         // q, k scaled by 12: |logit| <= 144·64/8 ≈ 1150; increasing keys: key j's logit grows
@@ -247,8 +281,8 @@ TEST_CASE("ikbo attention: long S and extreme logits in the enclosure", "[gpu][i
                  load_as_double(st, p0.k, (j * 2 + h) * 64 + d);
         });
         const ikbo::AttentionProblem p = c.view();
-        INFO(to_string(st) << " kb=" << kb);
-        const AttentionOutcome gpu = run_attention_gpu(p, tuning_kb(kb));
+        INFO(to_string(st) << " " << label(kv));
+        const AttentionOutcome gpu = run_attention_gpu(p, tuning_of(kv));
         require_in_enclosure(p, gpu);
         for (std::int64_t e = 0; e < ikbo::attention_output_numel(p); ++e)
           REQUIRE(std::isfinite(load_as_double(st, gpu.output.data(), e)));
@@ -280,6 +314,13 @@ TEST_CASE("ikbo attention: invalid arguments are rejected before any launch",
     expect(d.view(), "attention.policy.storage");
   }
   SECTION("key block") { expect(c.view(), "tuning.key_block", tuning_kb(32)); }
+  SECTION("Q in registers with key block 64") {
+    expect(c.view(), "tuning.q_in_registers", tuning_of({64, true, 2}));
+  }
+  SECTION("K/V stages") {
+    expect(c.view(), "tuning.kv_stages", tuning_of({128, false, 4}));
+    expect(c.view(), "tuning.kv_stages", tuning_of({64, false, 3}));
+  }
   SECTION("misaligned q") { expect(c.view(), "q", {}, true); }
   SECTION("a shape validate() rejects: the reference's argument") {
     ikbo::AttentionProblem p = c.view();
@@ -309,7 +350,12 @@ TEST_CASE("ikbo attention: the CUDA IKBO backend runs AttentionOp and reports it
   gpu->attention(c.view(), out.data());
   REQUIRE(oracle::check_attention(c.view(), out.data()).passed());
   const std::vector<std::string> paths = gpu->last_paths();
-  REQUIRE(std::find(paths.begin(), paths.end(), "attention.mma-sync.dh128.kb64") != paths.end());
+  // the backend runs the default tuning (AttentionTuning{}: kb128.qreg.stages3)
+  const cuda::AttentionTuning def{};
+  const std::string kernel = "attention.mma-sync.dh128." +
+                             label({def.key_block, def.q_in_registers, def.kv_stages});
+  INFO(kernel);
+  REQUIRE(std::find(paths.begin(), paths.end(), kernel) != paths.end());
   REQUIRE(std::find(paths.begin(), paths.end(), "attention.jagged") != paths.end());
   REQUIRE(run_attention_gpu(c.view()).output == out);  // the same kernel, bitwise
 

@@ -1,7 +1,7 @@
 # ctest driver: runs `tbe-verify --batch 64 --json FILE`, requires exit status 0 and a JSON document
 # that parses, with one entry per case and a summary that agrees with the exit status, and the IKBO
 # rows (an "ikbo" section with no failure and the "ikbo rows:" count line) and the backward rows
-# (a "backward" section whose 40 rows passed, and the "backward:" count line), and the wall times:
+# (a "backward" section whose 48 rows passed, and the "backward:" count line), and the wall times:
 # each section that ran reports seconds > 0, the total is at least their sum.
 # Usage: cmake -DTBE_VERIFY=<binary> -DJSON_FILE=<path> -P run_tbe_verify.cmake
 file(REMOVE "${JSON_FILE}")
@@ -25,20 +25,20 @@ string(JSON batch GET "${doc}" workload B)
 if(NOT tool STREQUAL "tbe-verify" OR ncases LESS 1 OR NOT failed EQUAL 0 OR NOT batch EQUAL 64)
   message(FATAL_ERROR "unexpected JSON: tool=${tool} cases=${ncases} failed=${failed} B=${batch}")
 endif()
-# The backward rows (40, CPU self-checks without a GPU) run after the matrix: none failed.
+# The backward rows (48: 40 + 8 small-table, CPU self-checks without a GPU) run after the matrix: none failed.
 string(JSON nbackward LENGTH "${doc}" backward)
-if(NOT nbackward EQUAL 40)
-  message(FATAL_ERROR "unexpected backward JSON: ${nbackward} rows (expected 40)")
+if(NOT nbackward EQUAL 48)
+  message(FATAL_ERROR "unexpected backward JSON: ${nbackward} rows (expected 48)")
 endif()
-foreach(i RANGE 39)
+foreach(i RANGE 47)
   string(JSON verdict GET "${doc}" backward ${i} verdict)
   if(NOT verdict STREQUAL "passed")
     string(JSON label GET "${doc}" backward ${i} label)
     message(FATAL_ERROR "backward row ${i} (${label}) ${verdict}")
   endif()
 endforeach()
-if(NOT out MATCHES "backward: 40 passed, 0 failed, 0 skipped")
-  message(FATAL_ERROR "no 'backward: 40 passed, 0 failed, 0 skipped' line")
+if(NOT out MATCHES "backward: 48 passed, 0 failed, 0 skipped")
+  message(FATAL_ERROR "no 'backward: 48 passed, 0 failed, 0 skipped' line")
 endif()
 # The IKBO rows run after the matrix by default: their own totals, no failure.
 string(JSON ikbo_rows LENGTH "${doc}" ikbo rows)

@@ -1,6 +1,7 @@
 // tbe-verify's backward rows on a small seed-large slice: CPU self-check rows pass; device rows
 // pass with a correct backend (the CPU reference behind a stand-in that routes runs by SL like
-// the GPU and reports its counters and paths), and catch deliberately faulty backends.
+// the GPU and reports its counters and paths, the small-table tables' runs on the histogram), and
+// catch deliberately faulty backends.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -20,16 +21,43 @@ using namespace tbe::judge;
 
 namespace {
 
-enum class BwdFault { None, NearestInsteadOfStochastic, SkipOneRow, FlipBitOnSecondCall, NoLongRoute };
+enum class BwdFault {
+  None,
+  NearestInsteadOfStochastic,
+  SkipOneRow,
+  FlipBitOnSecondCall,
+  NoLongRoute,
+  NoHistogram,  // the small-table tables stay on the generic routes
+};
+
+// A table the stand-in updates "from the histogram" (the CUDA path's shape: FP16, E <= 64,
+// 64 <= D <= 128; docs/small-table.md).
+bool histogram_table(const ForwardProblem& p, std::int64_t t) {
+  return p.tables.dtype == DType::F16 && p.options.pooling != PoolingMode::None &&
+         p.tables.rows[t] <= 64 && p.tables.dims[t] >= 64 && p.tables.dims[t] <= 128;
+}
 
 // The reference backend behind the routing rule of tbe/backward.h: runs with SL >= threshold are
-// counted on the long route the strategy names, in ceil(SL / chunk) chunks.
+// counted on the long route the strategy names, in ceil(SL / chunk) chunks; runs of histogram
+// tables on the histogram counters, as the CUDA backend reports them.
 class RoutingStandIn : public Backend {
  public:
   explicit RoutingStandIn(BwdFault f) : fault_(f), ref_(make_reference_backend()) {}
   std::string name() const override { return "routing-stand-in"; }
   ForwardStats forward(const ForwardProblem& p, void* out, const ForwardStrategy& s) override {
-    return ref_->forward(p, out, s);
+    ForwardStats st = ref_->forward(p, out, s);
+    bool hist = false;
+    for (std::int64_t t = 0; t < p.tables.num_tables(); ++t) hist |= histogram_table(p, t);
+    if (hist && fault_ != BwdFault::NoHistogram) st.paths.push_back("forward.small_table.mma");
+    return st;
+  }
+  TrainingStepStats training_step(const BackwardProblem& p, void* output,
+                                  const BackwardOutputs& out, const BackwardStrategy& s) override {
+    TrainingStepStats st = Backend::training_step(p, output, out, s);
+    if (std::find(st.backward.paths.begin(), st.backward.paths.end(), "bwd.small_table") !=
+        st.backward.paths.end())
+      st.backward.paths.push_back("bwd.small_table.saved_counts");
+    return st;
   }
   RepairResult repair(const ForwardProblem& p) override { return ref_->repair(p); }
   BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
@@ -42,8 +70,15 @@ class RoutingStandIn : public Backend {
     st.paths.clear();
     st.counters = {};
     const bool long_ok = fault_ != BwdFault::NoLongRoute;
-    for (std::int64_t sl : ref.transpose.run_lengths) {
-      if (sl >= s.long_run_threshold && long_ok) {
+    bool hist = false;
+    for (std::size_t i = 0; i < ref.transpose.run_lengths.size(); ++i) {
+      const std::int64_t sl = ref.transpose.run_lengths[i];
+      if (fault_ != BwdFault::NoHistogram && histogram_table(p.forward, ref.run_table[i])) {
+        hist = true;
+        ++st.counters.histogram_runs;
+        st.counters.histogram_lookups += sl;
+        st.counters.histogram_min_run = 1;
+      } else if (sl >= s.long_run_threshold && long_ok) {
         const std::int64_t chunks = (sl + s.chunk_size - 1) / s.chunk_size;
         st.counters.chunks += chunks;
         if (s.long_runs == BackwardStrategy::LongRuns::Chunked) {
@@ -59,6 +94,7 @@ class RoutingStandIn : public Backend {
       }
     }
     st.paths.push_back("bwd.sort.key32");
+    if (hist) st.paths.push_back("bwd.small_table");
     if (st.counters.short_runs) st.paths.push_back("bwd.short");
     if (st.counters.chunked_runs) st.paths.push_back("bwd.long.chunked");
     if (st.counters.fused_runs) st.paths.push_back("bwd.long.fused");
@@ -124,10 +160,10 @@ bool failed_check(const BackwardRowResult& r, const std::string& prefix) {
 TEST_CASE("backward rows: the design covers every optimizer, rounding, route and axis value",
           "[verify][backward]") {
   const auto rows = enumerate_backward_rows();
-  REQUIRE(rows.size() == 40);
+  REQUIRE(rows.size() == 48);
   std::set<std::string> labels;
   int sr = 0, nondet = 0, adagrad_l2 = 0, decoupled = 0, weighted = 0, vbe = 0, shared = 0,
-      none_pool = 0, i32 = 0, bf16 = 0, f32 = 0;
+      none_pool = 0, i32 = 0, bf16 = 0, f32 = 0, own = 0, saved = 0;
   for (const auto& a : rows) {
     labels.insert(backward_row_label(a));
     sr += a.stochastic_rounding;
@@ -143,10 +179,20 @@ TEST_CASE("backward rows: the design covers every optimizer, rounding, route and
     f32 += a.weights == DType::F32;
     if (a.stochastic_rounding) CHECK(a.weights != DType::F32);
     if (a.pooling == PoolingMode::None) CHECK_FALSE(a.weighted);
+    own += a.histogram == BackwardHistogram::Own;
+    saved += a.histogram == BackwardHistogram::Saved;
+    if (a.histogram != BackwardHistogram::Off) {  // the path's shape: FP16, unweighted, no VBE
+      CHECK(a.weights == DType::F16);
+      CHECK_FALSE(a.weighted);
+      CHECK_FALSE(a.vbe);
+      CHECK(a.pooling != PoolingMode::None);
+    }
   }
+  CHECK(own == 4);
+  CHECK(saved == 4);
   CHECK(labels.size() == rows.size());
   CHECK(std::any_of(rows.begin(), rows.end(), [](const auto& a) { return a.wide_rows; }));
-  CHECK(sr == 20);
+  CHECK(sr == 24);
   CHECK(nondet == 16);
   CHECK(adagrad_l2 == 10);
   CHECK(decoupled == 10);
@@ -174,10 +220,11 @@ TEST_CASE("backward rows: no GPU, the CPU fallback passes the oracle on every ro
     CHECK_FALSE(has("counters"));
     CHECK(has("deterministic") == r.axes.deterministic);
     CHECK(has("c12.sr") == r.axes.stochastic_rounding);
+    CHECK(has("forward.oracle") == (r.axes.histogram != BackwardHistogram::Off));
   }
   CHECK(backward_paths_missing(results).empty());  // no device: nothing required
   const BackwardTotals t = count_backward_rows(results);
-  CHECK(t.passed == 40);
+  CHECK(t.passed == 48);
   CHECK(t.failed == 0);
 }
 
@@ -193,9 +240,10 @@ TEST_CASE("backward rows: a correct routed backend passes and exercises every pa
   CHECK(backward_paths_missing(results).empty());
   std::ostringstream os;
   print_backward_results(os, results, true, "test slice", "tbe-verify --rows backward --batch 16");
-  CHECK(os.str().find("backward: 40 passed, 0 failed, 0 skipped") != std::string::npos);
+  CHECK(os.str().find("backward: 48 passed, 0 failed, 0 skipped") != std::string::npos);
   const auto j = backward_to_json(results);
-  CHECK(j.size() == 40);
+  CHECK(j.size() == 48);
+  CHECK(j[47]["histogram"] == "saved");
 }
 
 TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
@@ -211,7 +259,7 @@ TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
       } else {
         CHECK(r.row.verdict == Verdict::Passed);
       }
-    CHECK(caught == 20);
+    CHECK(caught == 24);
   }
   SECTION("one touched row left without its update") {
     RoutingStandIn dev(BwdFault::SkipOneRow);
@@ -230,6 +278,18 @@ TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
     int caught = 0;
     for (const auto& r : run_all(&dev)) caught += failed_check(r, "deterministic");
     CHECK(caught > 0);
+  }
+  SECTION("the small-table tables never updated from the histogram") {
+    RoutingStandIn dev(BwdFault::NoHistogram);
+    const auto results = run_all(&dev);
+    for (const auto& r : results) {
+      INFO(r.label);
+      CHECK(failed_check(r, "small_table.path") == (r.axes.histogram != BackwardHistogram::Off));
+    }
+    const auto missing = backward_paths_missing(results);
+    for (const char* path :
+         {"forward.small_table.mma", "bwd.small_table", "bwd.small_table.saved_counts"})
+      CHECK(std::find(missing.begin(), missing.end(), path) != missing.end());
   }
   SECTION("long runs never routed to a long path") {
     RoutingStandIn dev(BwdFault::NoLongRoute);

@@ -93,6 +93,7 @@ TEST_CASE("verify args: edge values", "[cli]") {
   CHECK(command({"--batch", "1048576"}).args.batch == kMaxVerifyBatch);
   CHECK(command({"--seed", "010"}).args.seed == 10);  // decimal, not octal
   CHECK(command({"--backward-row", "1"}).args.backward_row == 1);
+  CHECK(command({"--backward-row", "48"}).args.backward_row == 48);  // the last small-table row
   // A huge --save-failures-max is clamped (the hand-written parser's meaning), not rejected.
   CHECK(command({"--save-failures-max", "99999999999"}).args.save_failures_max == (1 << 30));
   // A repeated option keeps its last value.
@@ -152,7 +153,7 @@ TEST_CASE("verify args: bad command lines are usage errors naming the flag", "[c
   check_usage_error({"--seed"}, "--seed");
   check_usage_error({"--batch", "0"}, "--batch");  // out of range
   check_usage_error({"--batch", "1048577"}, "--batch");
-  check_usage_error({"--backward-row", "41"}, "--backward-row");
+  check_usage_error({"--backward-row", "49"}, "--backward-row");
   check_usage_error({"--backward-row", "0"}, "--backward-row");
   check_usage_error({"--batch", "abc"}, "--batch");  // not a decimal integer
   check_usage_error({"--batch", "0x10"}, "--batch");

@@ -37,7 +37,7 @@ constexpr const char* kFooter =
 /// The run's options on `app` (the root), stored in `a`.
 void add_run_options(CLI::App& app, VerifyArgs& a) {
   cli::add_decimal(app, "--batch", "B", a.batch, std::int64_t{1}, kMaxVerifyBatch,
-                   "batch size B (default 8192)");
+                   "batch size B (default 8192; without a GPU the backward rows use 1024 unless --batch is given)");
   app.add_flag("--full", a.full, "seed-large at its full B = 131072 (--batch overrides)");
   cli::add_decimal(app, "--seed", "S", a.seed, std::uint64_t{0},
                    std::numeric_limits<std::uint64_t>::max(),
@@ -88,7 +88,8 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
                   "backward  backward + exact optimizer rows (optimizer x weight\n"
                   "          decay x rounding x route x deterministic, 40 rows) on\n"
                   "          a seed-large slice (T=8, same B; at most 1024 without\n"
-                  "          a GPU); every kernel path must be exercised\n"
+                  "          a GPU), then 8 small-table histogram rows; every\n"
+                  "          kernel path must be exercised\n"
                   "          (docs/backward.md)\n"
                   "ikbo      IKBO rows (op lce | attention x dtype fp16 | bf16\n"
                   "          (+ fp32 on the CPU reference) x map sorted | unsorted\n"
@@ -98,8 +99,12 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
                   "          --backend\n"
                   "all       the three")
       ->type_name("LIST");
-  cli::add_decimal(app, "--backward-row", "N", a.backward_row, std::int64_t{1}, std::int64_t{40},
+  cli::add_decimal(app, "--backward-row", "N", a.backward_row, std::int64_t{1}, std::int64_t{48},
                    "run only backward row N (the replay command of a failing row)");
+  cli::add_decimal(app, "--jobs", "N", a.jobs, std::int64_t{1}, std::int64_t{64},
+                   "backward rows judged at once on host threads (default: OpenMP's thread\n"
+                   "count / 5, 1 to 4; the device's calls run one at a time; the results do\n"
+                   "not depend on it)");
   cli::add_parsed(
          app, "--ikbo-rounding", a.ikbo_rounding,
          [](const std::string& s) { return tbe::ikbo::parse_lce_rounding(s, "--ikbo-rounding"); },

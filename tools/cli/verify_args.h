@@ -40,6 +40,7 @@ struct VerifyArgs {
   bool list = false;                   ///< --list
   Sections rows;                       ///< --rows LIST
   std::int64_t backward_row = 0;       ///< --backward-row N (1-based), 0: every row
+  std::int64_t jobs = 0;               ///< --jobs N: backward rows at once, 0: judge::default_backward_jobs()
   tbe::ikbo::LceRounding ikbo_rounding = tbe::ikbo::LceRounding::RoundOnce;  ///< --ikbo-rounding
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -456,31 +457,51 @@ BackwardJudgement judge_backward_call(Backend& dev, BackwardCase& c, const Backw
     const BackwardPathCounters& k = call.stats.counters;
     const auto& sl = enc.reference.transpose.run_lengths;
     const std::int64_t runs = static_cast<std::int64_t>(sl.size());
-    std::int64_t lookups = 0, long_runs = 0, long_lookups = 0, chunks = 0;
+    // Rows the small-table histogram path updated (k.histogram_runs) leave the generic counters:
+    // those rows all have SL >= k.histogram_min_run, so every run shorter than that and than the
+    // long-run threshold is still short, and the generic counts are bounded by the reference's.
+    const std::int64_t min_hist =
+        k.histogram_runs > 0 ? k.histogram_min_run : std::numeric_limits<std::int64_t>::max();
+    std::int64_t lookups = 0, long_runs = 0, long_lookups = 0, chunks = 0, sure_short = 0,
+                 sure_short_lookups = 0;
     for (std::int64_t n : sl) {
       lookups += n;
       if (n >= s.long_run_threshold) {
         ++long_runs;
         long_lookups += n;
         chunks += (n + s.chunk_size - 1) / s.chunk_size;
+      } else if (n < min_hist) {
+        ++sure_short;
+        sure_short_lookups += n;
       }
     }
     const bool fused = s.long_runs == BackwardStrategy::LongRuns::Fused;
     const std::int64_t got_long = fused ? k.fused_runs : k.chunked_runs;
     const std::int64_t got_long_lookups = fused ? k.fused_lookups : k.chunked_lookups;
     const std::int64_t other = fused ? k.chunked_runs : k.fused_runs;
-    const bool ok = k.short_runs == runs - long_runs && k.short_lookups == lookups - long_lookups &&
-                    got_long == long_runs && got_long_lookups == long_lookups && other == 0 &&
-                    k.chunks == chunks;
+    const bool covered = k.short_runs + got_long + k.histogram_runs == runs &&
+                         k.short_lookups + got_long_lookups + k.histogram_lookups == lookups &&
+                         other == 0;
+    const bool ok =
+        k.histogram_runs == 0
+            ? covered && k.short_runs == runs - long_runs &&
+                  k.short_lookups == lookups - long_lookups && got_long == long_runs &&
+                  got_long_lookups == long_lookups && k.chunks == chunks
+            : covered && k.histogram_lookups >= k.histogram_runs * k.histogram_min_run &&
+                  k.short_runs >= sure_short && k.short_lookups >= sure_short_lookups &&
+                  k.short_runs <= runs - long_runs && got_long <= long_runs &&
+                  got_long_lookups <= long_lookups && k.chunks <= chunks;
     if (!ok) {
       std::ostringstream os;
       os << "short " << k.short_runs << " runs/" << k.short_lookups << " lookups, chunked "
          << k.chunked_runs << "/" << k.chunked_lookups << ", fused " << k.fused_runs << "/"
-         << k.fused_lookups << ", chunks " << k.chunks << "; expected from the reference "
-         << "transpose (threshold " << s.long_run_threshold << ", chunk " << s.chunk_size
-         << "): short " << runs - long_runs << "/" << lookups - long_lookups << ", "
-         << (fused ? "fused " : "chunked ") << long_runs << "/" << long_lookups << ", chunks "
-         << chunks;
+         << k.fused_lookups << ", chunks " << k.chunks << ", small-table histogram "
+         << k.histogram_runs << "/" << k.histogram_lookups << " (SL >= " << k.histogram_min_run
+         << "); expected from the reference transpose (threshold " << s.long_run_threshold
+         << ", chunk " << s.chunk_size << "): short " << runs - long_runs << "/"
+         << lookups - long_lookups << ", " << (fused ? "fused " : "chunked ") << long_runs << "/"
+         << long_lookups << ", chunks " << chunks
+         << (k.histogram_runs > 0 ? " (those of the histogram's rows excepted)" : "");
       fail(v, "counters", os.str());
     }
   }

@@ -581,7 +581,9 @@ int Campaign::run() {
       for (const CaseRecord& r : judge_cases(options_, dev_, *options_.only_case, 1)) take(r);
     } else {
       double next_report = options_.report_every;
-      const std::uint64_t batch = static_cast<std::uint64_t>(std::max(1, 4 * threads));
+      // Cases per parallel batch: the threads wait for the batch's slowest case at its end, so
+      // a batch holds many cases per thread (a campaign ends within one batch of --seconds).
+      const std::uint64_t batch = static_cast<std::uint64_t>(std::max(1, 16 * threads));
       bool go = true;
       for (std::uint64_t i = 0; go && elapsed() < options_.seconds; i += batch) {
         for (const CaseRecord& r : judge_cases(options_, dev_, i, batch)) {

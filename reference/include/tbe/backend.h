@@ -18,6 +18,12 @@ struct ForwardStrategy {
   bool fused_bounds_check = true;
 };
 
+/// What one Backend::training_step did: the forward's stats and the backward's.
+struct TrainingStepStats {
+  ForwardStats forward;
+  BackwardStats backward;
+};
+
 /// A TBE backend. All pointers in the problem are host pointers; `output` is a host buffer of
 /// make_output_layout(p).numel elements of p.options.policy.output.
 /// Both backends run validate() first and throw the same InvalidArgument / BoundsCheckError for
@@ -35,6 +41,14 @@ class Backend {
   /// error nothing in `out` is written.
   virtual BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
                                  const BackwardStrategy& s = {}) = 0;
+  /// One training step of a batch: forward(p.forward, output) then backward(p, out, s) on the
+  /// same lookups, with the results of those two calls (`output` as forward(), `out` as
+  /// backward(); errors as theirs, the forward's before anything of the backward runs). A backend
+  /// may carry state of the forward into the backward: the CUDA backend's small-table path reuses
+  /// the forward's histogram counts (docs/small-table.md "Saved counts"). Default: the two calls.
+  virtual TrainingStepStats training_step(const BackwardProblem& p, void* output,
+                                          const BackwardOutputs& out,
+                                          const BackwardStrategy& s = {});
 };
 
 /// The CPU reference backend (OpenMP).

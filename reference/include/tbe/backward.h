@@ -111,6 +111,11 @@ struct BackwardPathCounters {
   std::int64_t chunked_runs = 0, chunked_lookups = 0;
   std::int64_t fused_runs = 0, fused_lookups = 0;
   std::int64_t chunks = 0;  ///< chunks processed on the two long-run paths
+  /// Rows updated by the CUDA small-table histogram path and their lookups (docs/small-table.md;
+  /// the generic counters above then leave those rows out), and the SL from which that path owns
+  /// a row of its tables (shorter rows stay generic; 0 when no feature took the path). The
+  /// reference reports 0.
+  std::int64_t histogram_runs = 0, histogram_lookups = 0, histogram_min_run = 0;
 };
 
 /// What a backward call reports.

@@ -252,6 +252,21 @@ TEST_CASE("AttentionOp::can_implement: ok, validate's Status, the map, then the 
   cuda::AttentionTuning tuning;
   tuning.key_block = 32;
   CHECK(cuda::AttentionOp::can_implement(ok, tuning).argument == "tuning.key_block");
+  // Q in registers and 3 K/V stages: compiled with key block 128 only
+  tuning.key_block = 64;
+  tuning.q_in_registers = true;
+  CHECK(cuda::AttentionOp::can_implement(ok, tuning).argument == "tuning.q_in_registers");
+  tuning.key_block = 128;
+  CHECK(cuda::AttentionOp::can_implement(ok, tuning).ok());
+  tuning.kv_stages = 3;
+  CHECK(cuda::AttentionOp::can_implement(ok, tuning).ok());
+  tuning.kv_stages = 4;
+  CHECK(cuda::AttentionOp::can_implement(ok, tuning).argument == "tuning.kv_stages");
+  tuning.q_in_registers = false;
+  tuning.key_block = 64;
+  tuning.kv_stages = 3;
+  CHECK(cuda::AttentionOp::can_implement(ok, tuning).argument == "tuning.kv_stages");
+  tuning.kv_stages = 2;
   // a bad host map: validate_map's Status, before the CUDA limits
   std::vector<std::int32_t> map = c.cand_to_user;
   map[4] = -1;

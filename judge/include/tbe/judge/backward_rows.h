@@ -7,10 +7,16 @@
 // The other axes of a problem rotate with the row index so every value appears: weights dtype
 // (sr rows: fp16/bf16), policy family, weighted, pooling, index width, VBE, shared tables,
 // max_norm, gradient clipping, non-zero starting momentum.
+// Small-table rows (after those): the CUDA small-table histogram path (docs/small-table.md) under
+// optimizer (sgd, rowwise_adagrad) x rounding (rne, sr) x histogram (own counts, saved counts),
+// the forward judged too.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -18,6 +24,7 @@
 
 #include "tbe/backend.h"
 #include "tbe/backward.h"
+#include "tbe/serialized_backend.h"
 #include "tbe/judge/row.h"
 #include "tbe/judge/section_times.h"
 #include "tbe/workloads.h"
@@ -28,6 +35,14 @@ namespace tbe::judge {
 /// (long_run_threshold above every SL); chunked / fused = the long-run paths.
 enum class BackwardRoute : std::uint8_t { Short, Chunked, Fused };
 std::string to_string(BackwardRoute r);  ///< "short", "chunked", "fused"
+
+/// How a row treats the small-table histogram path (docs/small-table.md).
+enum class BackwardHistogram : std::uint8_t {
+  Off,    ///< the seed-large slice (no feature is eligible)
+  Own,    ///< small-table problem; forward() then backward(): the backward counts again
+  Saved,  ///< small-table problem; training_step(): the backward reuses the forward's counts
+};
+std::string to_string(BackwardHistogram h);  ///< "off", "own", "saved"
 
 /// One backward row.
 struct BackwardRowAxes {
@@ -48,9 +63,13 @@ struct BackwardRowAxes {
   bool clip_gradient = false;
   bool momentum_nonzero = false;
   bool wide_rows = false;  ///< D = 256 instead of seed-large's 128 (block groups on the GPU)
+  /// Not Off: features 0 and 1 read FP16 tables of 48 x 96 (L = 128) and 64 x 128 (L = 64),
+  /// eligible for the small-table path, beside one generic feature (D = 128, L = 20).
+  BackwardHistogram histogram = BackwardHistogram::Off;
 };
 
-/// The rows in order (40: 4 optimizer/weight-decay pairs x 2 roundings x 5 route/determinism).
+/// The rows in order (40: 4 optimizer/weight-decay pairs x 2 roundings x 5 route/determinism;
+/// then 8 small-table rows: sgd / rowwise_adagrad x rne / sr x own / saved counts).
 std::vector<BackwardRowAxes> enumerate_backward_rows();
 
 /// "bwd:opt=rowwise_adagrad,wd=l2,round=sr,route=fused,det=1,policy=...,w=fp16,weighted=1,..."
@@ -93,23 +112,43 @@ struct BackwardRunnerConfig {
 /// identical when deterministic, and for SR rows the aggregate z-test on the row's output and on
 /// a C12-shaped problem (quarter-ulp updates: about 25% of the elements must move, RNE would move
 /// none); with a device also the intended route's counters > 0 and consistent with the reference
-/// transpose (runs and lookups). Without a device the CPU fallback runs the same checks but the
+/// transpose (runs and lookups). Small-table rows also judge the forward output (oracle) and
+/// require, with a device, the histogram paths: forward.small_table.mma, bwd.small_table (rows
+/// updated from the histogram > 0) and, for saved counts, bwd.small_table.saved_counts.
+/// Without a device the CPU fallback runs the same checks but the
 /// counters (target SelfCheck: it has one path, so the route axis is not exercised).
 class BackwardRunner {
  public:
   explicit BackwardRunner(BackwardRunnerConfig cfg);
+  /// One row. Safe to call from several threads at once (run_rows does): the device's calls are
+  /// serialised, the section times and the saved-failure count are shared under a lock.
   BackwardRowResult run(const BackwardRowAxes& a, std::size_t row_index);
+  /// The rows enumerate_backward_rows()[i] for i in `row_indices`, `jobs` rows at a time on host
+  /// threads (each with omp_get_max_threads() / jobs OpenMP threads; the device's calls one at a
+  /// time; jobs <= 1 runs them in order on this thread). A row's result does not depend on which
+  /// rows run beside it (its inputs come from its label and the seed). Returns the results in
+  /// the order of `row_indices` and calls on_done (if set) on this thread in that order, as soon
+  /// as a row and all rows before it are done. Throws InvalidArgument for an index past the rows.
+  std::vector<BackwardRowResult> run_rows(
+      const std::vector<std::size_t>& row_indices, int jobs,
+      const std::function<void(const BackwardRowResult&)>& on_done = {});
   const BackwardRunnerConfig& config() const { return cfg_; }
   /// Seconds of the rows run so far by section: generation, reference, enclosures, backend (the
-  /// calls of the backend under test, transfers included), judge, sr tests.
-  const SectionTimes& section_times() const { return times_; }
+  /// calls of the backend under test, transfers included), judge, sr tests; summed over rows
+  /// (rows that ran at once overlap, so the sum may exceed the wall time).
+  SectionTimes section_times() const;
 
  private:
   BackwardRunnerConfig cfg_;
+  std::mutex device_mutex_;
+  std::unique_ptr<SerializedBackend> device_;  ///< cfg_.device under device_mutex_
+  mutable std::mutex state_mutex_;             ///< guards the two members below
   std::int64_t saved_failures_ = 0;
   SectionTimes times_;
 };
-
+/// Rows run at once by default: omp_get_max_threads() / 5, in [1, 4] (one row keeps about five
+/// cores busy: its serial parts and OpenMP regions; 3 on a 16-core machine, 1 on <= 9 cores).
+int default_backward_jobs();
 /// Device paths the rows must exercise together ("a path never exercised is a failure"):
 /// required_paths(PathFamily::Backward) (tbe/judge/path_coverage.h). Returns the ones no device
 /// row reported (empty when no device ran or the design did not run whole).

@@ -16,10 +16,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "tbe/backward.h"
+#include "tbe/cuda/small_table.h"
 #include "tbe/cuda/validated.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
@@ -119,9 +121,13 @@ class BackwardOp {
   /// Runs can_implement(p, s) (InvalidArgument(status) naming the argument, before any launch),
   /// builds the plan and uploads the small per-table/per-feature metadata (synchronously).
   explicit BackwardOp(const BackwardProblem& p, const BackwardStrategy& s = {});
+  /// The same with the small-table path's knobs (docs/small-table.md; default: Mode::Auto with the
+  /// expected L measured from the device offsets, as ForwardOp).
+  BackwardOp(const BackwardProblem& p, const BackwardStrategy& s, const SmallTableTuning& small);
   /// The same without the checks: can_implement(p, s) must have returned ok()
   /// (tbe/cuda/validated.h).
-  BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s = {});
+  BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s = {},
+             const SmallTableTuning& small = {});
   ~BackwardOp();
   BackwardOp(const BackwardOp&) = delete;
   BackwardOp& operator=(const BackwardOp&) = delete;
@@ -157,6 +163,17 @@ class BackwardOp {
   /// long-run apply. `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
   static constexpr int kPhaseEvents = 7;
   void set_phase_events(cudaEvent_t* events);
+
+  /// The small-table decision per feature (docs/small-table.md).
+  const std::vector<SmallTableFeature>& small_table_features() const;
+  /// Makes the following run() calls use the histogram a forward saved (ForwardOp::
+  /// save_small_table_counts) instead of counting again; `batch` is the caller's id of the batch
+  /// this backward runs for. run() throws InvalidArgument "small_table_counts" (before any
+  /// launch) when counts->batch != batch (a stale histogram), when it was never written, or when
+  /// it was written for other features or another B. nullptr: count again (the default).
+  void use_small_table_counts(const SmallTableCounts* counts, std::uint64_t batch);
+  /// The small-table counters of the last finish().
+  SmallTableBackwardStats small_table_stats() const;
 
  private:
   std::unique_ptr<BackwardPlan> plan_;

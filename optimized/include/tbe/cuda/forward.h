@@ -12,11 +12,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "tbe/backend.h"
 #include "tbe/bounds_check.h"
+#include "tbe/cuda/small_table.h"
 #include "tbe/cuda/validated.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
@@ -40,6 +42,8 @@ struct ForwardTuning {
   int rows_in_flight = 4;
   /// Ask for the largest L1 (the gather uses no shared memory). Measured: no effect on H200.
   bool prefer_l1 = true;
+  /// The small-table histogram path (docs/small-table.md): which features take it.
+  SmallTableTuning small_table;
 };
 
 struct ForwardPlan;  // host launch plan + device metadata (optimized/src/forward_op.cpp)
@@ -64,7 +68,9 @@ class ForwardOp {
 
   /// Runs can_implement(p) (throws InvalidArgument(status) naming the argument, before any
   /// launch), builds the launch plan and uploads the small per-feature metadata (synchronously,
-  /// on the legacy default stream).
+  /// on the legacy default stream). With tuning.small_table in Mode::Auto and no expected L given,
+  /// it also reads the T + 1 feature boundaries of the device offsets (synchronously) to decide
+  /// which features take the small-table path (docs/small-table.md); results never depend on it.
   explicit ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy = {},
                      const ForwardTuning& tuning = {});
   /// The same without the checks: can_implement(p) must have returned ok() (tbe/cuda/validated.h).
@@ -80,6 +86,18 @@ class ForwardOp {
   std::size_t workspace_bytes() const;
   /// Output geometry (host).
   const OutputLayout& layout() const;
+
+  /// The small-table decision per feature (all T features, in order; docs/small-table.md).
+  const std::vector<SmallTableFeature>& small_table_features() const;
+  /// Bytes of the device buffer save_small_table_counts() needs (0 when no feature takes the path).
+  std::size_t small_table_counts_bytes() const;
+  /// Makes the following run() calls also write the histogram counts of the small-table features
+  /// into counts->data and stamp `*counts` with `batch` (the caller's id of this batch, checked by
+  /// the backward). nullptr stops saving. InvalidArgument "small_table_counts" if counts->data is
+  /// null or counts->bytes < small_table_counts_bytes(). `*counts` must outlive those runs.
+  void save_small_table_counts(SmallTableCounts* counts, std::uint64_t batch);
+  /// The small-table kernels' counters of the last finish() (zeros before).
+  SmallTableStats small_table_stats() const;
 
   /// Enqueues the bounds check (per options.bounds_check and strategy) and the forward on
   /// `stream`. No host synchronization, no allocation. Under FATAL the check runs first and the

@@ -37,8 +37,19 @@ namespace tbe::cuda {
 /// enclosure, docs/ikbo.md; each value is bitwise stable run to run). The other constants are
 /// optimized/dispatch/tuning.h (AttentionMmaSync), which reads this default.
 struct AttentionTuning {
-  /// Keys per shared-memory K/V tile (and per online-softmax step): 64 or 128.
-  int key_block = 64;
+  /// Keys per shared-memory K/V tile (and per online-softmax step): 64 or 128. The default is
+  /// the fastest variant measured on the H200 (key block 128, Q in registers, 3 K/V stages:
+  /// bench/results/README.md "IKBO attention"); key block 64 needs q_in_registers = false and
+  /// kv_stages = 2.
+  int key_block = 128;
+  /// Hold each warp's Q fragments in registers across key tiles instead of reading them from
+  /// shared memory per tile (bitwise the same output); key_block 128 only (one CTA per SM at
+  /// Dh = 128, so the registers are free), else InvalidArgument naming tuning.q_in_registers.
+  bool q_in_registers = true;
+  /// K/V tiles in the kernel's shared-memory ring: 2, or 3 with key_block 128 (one barrier per
+  /// tile instead of two, one more tile in flight; 224 KB of shared memory at Dh = 128); else
+  /// InvalidArgument naming tuning.kv_stages. Bitwise the same output.
+  int kv_stages = 3;
 };
 
 /// One IKBO cross attention on device memory.
@@ -99,8 +110,8 @@ class AttentionOp {
   /// CUDA error.
   void finish();
 
-  /// What runs, e.g. {"attention.mma-sync.dh128.kb64", "attention.grouping.cub-sort-rle",
-  /// "attention.jagged"}.
+  /// What runs, e.g. {"attention.mma-sync.dh128.kb128.qreg.stages3",
+  /// "attention.grouping.cub-sort-rle", "attention.jagged"}.
   const std::vector<std::string>& paths() const;
 
   struct Plan;

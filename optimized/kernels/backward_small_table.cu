@@ -1,0 +1,241 @@
+// Small-table histogram backward (docs/small-table.md "Backward", docs/oracle.md "Small-table
+// histogram path"): per small-table feature j,
+//   grad_table[E × D] = counts^T [E × B] · g' [B × D],   g'[b] = clip(grad_output[b, cols(f)]) (/ L_b),
+// split over blocks of 512 bags (split-K), then one optimizer update per row with SL >= min_run
+// (shorter rows stay with the generic run kernels: histogram_owns in kernels/backward_runs.cuh).
+// Per k-step of 16 bags the block stages g' in shared memory and, when the tile's dynamic range
+// allows (finite, max|g'| >= 2^-60, every non-zero |g'| >= 2^-15·max|g'|), splits x = g'·s with a
+// power of two s (max|x| in [2^14, 2^15)) into hi = fp16(x), lo = fp16(x − hi): then
+// |hi + lo − x| <= 2^-22·|x| and two mma.m16n8k16 (counts × hi, counts × lo, zero accumulator
+// input) give the tile's sums; (d_hi + d_lo)·(1/s) is added into FP32. Other tiles (an Inf/NaN,
+// a wider range) are summed exactly in FP64 from the counts (zero counts skipped: 0·Inf never
+// enters), rounded once to FP32 and added. The apply step reduces the block partials in block
+// order (deterministic) and runs the generic optimizer code (apply_row: RNE or SR write-back).
+#include "kernels/backward_optimizer.cuh"
+#include "kernels/small_table.cuh"
+#include "tbe/cuda/check.h"
+
+namespace tbe::cuda::detail {
+namespace {
+
+constexpr int kBagsPerBlock = tuning::SmallTable::kBackwardBagsPerBlock;
+constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
+
+template <class Grad, class Idx>
+__global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const SmallTableBackwardArgs a) {
+  if (fatal_aborted(a.run.abort_key)) return;
+  const int j = blockIdx.y;
+  if (a.counts.invalid[j] != 0u) return;  // not representable: the generic path owns the table
+  const SmallFeatureMeta ft = a.features[j];
+  const int E = ft.rows, D = ft.dim;
+  const int MT = (E + 15) / 16, NT = (D + 7) / 8, E_pad = 16 * MT, D_pad = 8 * NT;
+  __shared__ float g_s[16][kStMaxDim];                                     // g' of 16 bags
+  __shared__ __align__(16) __half hi_t[kStMaxDim * kGradStride];           // [n][bag]
+  __shared__ __align__(16) __half lo_t[kStMaxDim * kGradStride];
+  __shared__ unsigned s_max, s_min;
+  __shared__ int s_nonfinite;
+
+  const int warp = threadIdx.x / tuning::kWarpThreads, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const std::int64_t B = a.batch_size, Bp = a.counts.padded_bags;
+  const std::uint16_t* counts = a.counts.counts + static_cast<std::int64_t>(j) * kStMaxRows * Bp;
+  const Grad* grad = static_cast<const Grad*>(a.grad_output) + ft.out_col;
+  const Idx* offsets = static_cast<const Idx*>(a.offsets);
+  const bool clip = a.run.max_gradient > 0.0f;
+  const std::int64_t k_begin = static_cast<std::int64_t>(blockIdx.x) * kBagsPerBlock;
+  const std::int64_t k_end = min(Bp, k_begin + kBagsPerBlock);
+
+  // this thread's C-fragment elements: m-tile mt, n-tile warp + 4q, element i
+  float acc[kStMaxKTiles][kStMaxNTiles / kStWarps][4];
+#pragma unroll
+  for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+    for (int q = 0; q < kStMaxNTiles / kStWarps; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][q][i] = 0.0f;
+
+  for (std::int64_t k0 = k_begin; k0 < k_end; k0 += 16) {
+    if (threadIdx.x == 0) {
+      s_max = 0u;
+      s_min = 0x7f800000u;  // +inf
+      s_nonfinite = 0;
+    }
+    __syncthreads();
+    float lmax = 0.0f, lmin = INFINITY;
+    bool nonfinite = false;
+    for (int i = threadIdx.x; i < 16 * D_pad; i += kStBlock) {
+      const int b = i / D_pad, d = i - b * D_pad;
+      const std::int64_t bag = k0 + b;
+      float v = 0.0f;
+      if (bag < B && d < D) {
+        v = to_float(grad[bag * a.out_stride + d]);
+        if (clip) v = clip_gradient(v, a.run.max_gradient);
+        if (a.mean) {
+          const std::int64_t k = ft.first_bag + bag;
+          const std::int64_t L = static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]);
+          if (L > 0) v = __fdiv_rn(v, static_cast<float>(L));  // the term form fl(g / L)
+        }
+      }
+      g_s[b][d] = v;
+      if (!isfinite(v)) {
+        nonfinite = true;
+      } else if (v != 0.0f) {
+        lmax = fmaxf(lmax, fabsf(v));
+        lmin = fminf(lmin, fabsf(v));
+      }
+    }
+    // non-negative floats order as their bit patterns
+    atomicMax(&s_max, __float_as_uint(lmax));
+    atomicMin(&s_min, __float_as_uint(lmin));
+    if (nonfinite) s_nonfinite = 1;
+    __syncthreads();
+    const float mx = __uint_as_float(s_max), mn = __uint_as_float(s_min);
+    const bool any_nonfinite = s_nonfinite != 0;
+    if (mx > 0.0f || any_nonfinite) {
+      const bool tensor = !any_nonfinite && mx >= 0x1p-60f && mn >= mx * 0x1p-15f;
+      if (tensor) {
+        int e = 0;
+        frexpf(mx, &e);  // mx = m·2^e, m in [0.5, 1): x = g'·2^(15 − e) has max|x| in [2^14, 2^15)
+        const float s = ldexpf(1.0f, 15 - e), inv_s = ldexpf(1.0f, e - 15);
+        for (int i = threadIdx.x; i < 16 * D_pad; i += kStBlock) {
+          const int b = i / D_pad, d = i - b * D_pad;
+          const float x = __fmul_rn(g_s[b][d], s);  // exact: a power of two, no overflow
+          const __half hi = __float2half_rn(x);
+          const __half lo = __float2half_rn(__fsub_rn(x, __half2float(hi)));  // x − hi is exact
+          hi_t[d * kGradStride + b] = hi;
+          lo_t[d * kGradStride + b] = lo;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < kStMaxKTiles; ++mt) {
+          if (mt < MT) {
+            // A = counts^T tile: rows e = 16·mt + (g, g + 8), k = bags k0 + (2t, 2t + 1, +8)
+            const std::uint16_t* r0 = counts + static_cast<std::int64_t>(mt * 16 + g) * Bp + k0 + 2 * t;
+            const std::uint16_t* r1 = r0 + 8 * Bp;
+            const unsigned af[4] = {*reinterpret_cast<const unsigned*>(r0),
+                                    *reinterpret_cast<const unsigned*>(r1),
+                                    *reinterpret_cast<const unsigned*>(r0 + 8),
+                                    *reinterpret_cast<const unsigned*>(r1 + 8)};
+#pragma unroll
+            for (int q = 0; q < kStMaxNTiles / kStWarps; ++q) {
+              const int nt = warp + kStWarps * q;
+              if (nt < NT) {
+                const int col = (nt * 8 + g) * kGradStride + 2 * t;
+                float dh[4], dl[4];
+                mma_f16_zero_c(dh, af, *reinterpret_cast<const unsigned*>(hi_t + col),
+                               *reinterpret_cast<const unsigned*>(hi_t + col + 8));
+                mma_f16_zero_c(dl, af, *reinterpret_cast<const unsigned*>(lo_t + col),
+                               *reinterpret_cast<const unsigned*>(lo_t + col + 8));
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                  acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __fmul_rn(__fadd_rn(dh[i], dl[i]), inv_s));
+              }
+            }
+          }
+        }
+      } else {
+        // exact FP64 tile sum of c·g' over the 16 bags (c·g' is exact in FP64), one FP32 rounding
+#pragma unroll
+        for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+          for (int q = 0; q < kStMaxNTiles / kStWarps; ++q)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int nt = warp + kStWarps * q;
+              const int e = mt * 16 + g + 8 * (i >> 1), d = nt * 8 + 2 * t + (i & 1);
+              if (mt < MT && nt < NT) {
+                double sum = 0.0;
+                for (int b = 0; b < 16; ++b) {
+                  const float c = __half2float(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k0 + b]));
+                  if (c != 0.0f) sum += static_cast<double>(c) * static_cast<double>(g_s[b][d]);
+                }
+                acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __double2float_rn(sum));
+              }
+            }
+      }
+    }
+    __syncthreads();  // g_s, hi_t, lo_t and the reductions are rewritten by the next k-step
+  }
+
+  // partials [j][block][64][128] and the rows' lookups in this block's bags
+  const std::int64_t slot = static_cast<std::int64_t>(j) * a.blocks_per_feature + blockIdx.x;
+  float* P = a.partials + slot * kStMaxRows * kStMaxDim;
+#pragma unroll
+  for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+    for (int q = 0; q < kStMaxNTiles / kStWarps; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int nt = warp + kStWarps * q;
+        if (mt < MT && nt < NT)
+          P[(mt * 16 + g + 8 * (i >> 1)) * kStMaxDim + nt * 8 + 2 * t + (i & 1)] = acc[mt][q][i];
+      }
+  for (int e = threadIdx.x; e < E_pad; e += kStBlock) {
+    int sl = 0;
+    for (std::int64_t k = k_begin; k < k_end; ++k)
+      sl += __half2int_rn(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k]));
+    a.partial_sl[slot * kStMaxRows + e] = sl;
+  }
+}
+
+// One warp per (feature, row): the row gradient from the block partials (block order), the
+// generic optimizer update (apply_row) for rows with SL >= min_run.
+__global__ void __launch_bounds__(kRunBlock) small_table_apply_warp_per_row(const SmallTableBackwardArgs a) {
+  if (fatal_aborted(a.run.abort_key)) return;
+  const RunGroup<false> grp = RunGroup<false>::make(tuning::kWarpThreads);
+  const std::int64_t total = static_cast<std::int64_t>(a.num_small) * kStMaxRows;
+  for (std::int64_t r = grp.gid; r < total; r += grp.num_groups) {  // uniform inside a warp
+    const int j = static_cast<int>(r / kStMaxRows), e = static_cast<int>(r % kStMaxRows);
+    const SmallFeatureMeta ft = a.features[j];
+    if (e >= ft.rows || a.counts.invalid[j] != 0u) continue;
+    std::int64_t sl = 0;
+    for (int kb = 0; kb < a.blocks_per_feature; ++kb)
+      sl += a.partial_sl[(static_cast<std::int64_t>(j) * a.blocks_per_feature + kb) * kStMaxRows + e];
+    if (sl < a.min_run) continue;  // untouched (0) or the generic path's row
+    const BwdTableMeta t{ft.row_offset, ft.table_offset, ft.dim, j};
+    const std::int64_t key = ft.row_offset + e;
+    const RowState st = load_row_state<__half, false>(a.run, grp, key, t);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int c = grp.glane * 4;  // < 128 = kStMaxDim
+    for (int kb = 0; kb < a.blocks_per_feature; ++kb) {
+      const float4 v = *reinterpret_cast<const float4*>(
+          a.partials + ((static_cast<std::int64_t>(j) * a.blocks_per_feature + kb) * kStMaxRows + e) *
+                           kStMaxDim + c);
+      acc[0] = __fadd_rn(acc[0], v.x);
+      acc[1] = __fadd_rn(acc[1], v.y);
+      acc[2] = __fadd_rn(acc[2], v.z);
+      acc[3] = __fadd_rn(acc[3], v.w);
+    }
+    apply_row<__half, float, false>(a.run, grp, key, t, st, acc);
+    if (grp.glane == 0) {
+      atomicAdd(&a.run.counters->small_table_rows, 1ull);
+      atomicAdd(&a.run.counters->small_table_lookups, static_cast<unsigned long long>(sl));
+    }
+  }
+}
+
+}  // namespace
+
+template <DType kGrad, DType kIdx>
+void launch_small_table_backward_t(const SmallTableBackwardArgs& a, cudaStream_t stream) {
+  if (a.num_small == 0 || a.batch_size == 0) return;
+  const dim3 grid(static_cast<unsigned>(a.blocks_per_feature), static_cast<unsigned>(a.num_small));
+  small_table_grad_split_k<storage_t<kGrad>, storage_t<kIdx>><<<grid, kStBlock, 0, stream>>>(a);
+  const std::int64_t warps = static_cast<std::int64_t>(a.num_small) * kStMaxRows;
+  const std::int64_t per_block = kRunBlock / tuning::kWarpThreads;
+  small_table_apply_warp_per_row<<<static_cast<unsigned>((warps + per_block - 1) / per_block),
+                                   kRunBlock, 0, stream>>>(a);
+}
+
+#define TBE_SMALL_TABLE_BACKWARD(GRAD)                                                         \
+  static_assert(dispatch::contains(dispatch::kCompiledSmallTable,                              \
+                                   dispatch::TypeCombo{DType::F16, DType::F32, GRAD}));        \
+  template void launch_small_table_backward_t<GRAD, DType::I32>(const SmallTableBackwardArgs&, \
+                                                                cudaStream_t);                 \
+  template void launch_small_table_backward_t<GRAD, DType::I64>(const SmallTableBackwardArgs&, \
+                                                                cudaStream_t);
+TBE_SMALL_TABLE_BACKWARD(DType::F32)
+TBE_SMALL_TABLE_BACKWARD(DType::F16)
+TBE_SMALL_TABLE_BACKWARD(DType::BF16)
+
+}  // namespace tbe::cuda::detail

@@ -1,0 +1,197 @@
+// The small-table histogram backward (docs/small-table.md "Backward") on the GPU: exact rowwise
+// Adagrad and exact SGD from counts^T · grad_output (FP16 hi/lo split, tensor cores), RNE and SR
+// write-back, saved counts on and off, the fallback of a non-representable histogram (a count of
+// 2049) and of short rows to the generic path, a stale histogram rejected; every result judged
+// by the backward oracle (and the SR z-test), the path counters proving which path ran.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "backward_harness.h"
+#include "gpu_harness.h"
+#include "tbe/case_builder.h"
+#include "tbe/oracle/backward_oracle.h"
+#include "tbe/precision.h"
+#include "tbe/rng.h"
+
+using namespace tbe;
+using namespace tbe::test;
+using Mode = cuda::SmallTableTuning::Mode;
+
+namespace {
+
+bool has_path(const BackwardStats& s, const std::string& name) {
+  return std::find(s.paths.begin(), s.paths.end(), name) != s.paths.end();
+}
+
+/// Features on tables (E_t, D_t), B bags of lengths in [lmin, lmax], FP16 weights, grad_output
+/// of `grad` dtype, optimizer `opt`.
+BackwardCase small_backward(std::vector<std::int64_t> E, std::vector<std::int32_t> D,
+                            std::int64_t B, std::int64_t lmin, std::int64_t lmax, PoolingMode pm,
+                            DType grad, OptimizerKind opt, RoundingMode wb, std::uint64_t seed) {
+  ForwardCaseSpec s;
+  s.weights = DType::F16;
+  s.rows = E;
+  s.dims = D;
+  s.batch_size = B;
+  for (std::size_t f = 0; f < E.size(); ++f) s.feature_table_map.push_back(static_cast<std::int32_t>(f));
+  Rng rng(seed, 2);
+  for (std::size_t f = 0; f < E.size(); ++f)
+    for (std::int64_t b = 0; b < B; ++b) {
+      std::vector<std::int64_t> bag(static_cast<std::size_t>(lmin + rng.uniform_int(lmax - lmin + 1)));
+      for (auto& i : bag) i = rng.uniform_int(E[f]);
+      s.bags.push_back(std::move(bag));
+    }
+  s.options.pooling = pm;
+  s.options.bounds_check = BoundsCheckMode::Warning;
+  s.options.policy = make_policy(PolicyKind::SeedDefault, DType::F16, grad, wb);
+  BackwardCase c;
+  c.forward = build_case(s);
+  fill_weights(c.forward, seed);
+  c.options.optimizer.kind = opt;
+  c.options.optimizer.learning_rate = 0.05;
+  if (opt == OptimizerKind::ExactRowwiseAdagrad) {
+    c.options.optimizer.eps = 1e-6;
+    c.options.optimizer.weight_decay = 0.01;
+    c.options.optimizer.weight_decay_mode = WeightDecayMode::L2;
+  }
+  c.options.sr_seed = seed;
+  c.options.sr_offset = 3;
+  c.reset_momentum();
+  for (std::size_t i = 0; i < c.momentum.size(); ++i) c.momentum[i] = 0.01f * static_cast<float>(i % 7);
+  fill_grad_output(c, seed + 1, false);
+  return c;
+}
+
+void require_judged(BackwardCase& c, const BackwardOutcome& gpu) {
+  REQUIRE(gpu.kind == BackwardOutcome::Kind::Ok);
+  REQUIRE(gpu.sentinels_intact);
+  const oracle::BackwardCheckReport rep = judge(c, gpu);
+  INFO(rep.summary());
+  REQUIRE(rep.passed());
+  if (c.forward.options.policy.write_back == RoundingMode::Stochastic) {
+    const BackwardProblem p = c.view();
+    const oracle::StochasticRoundingTest z =
+        oracle::stochastic_rounding_test(p, oracle::compute_backward_enclosures(p), gpu.weights.data());
+    INFO(z.summary());
+    REQUIRE(z.passed());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("small-table backward: Adagrad and SGD, RNE and SR, saved counts on and off",
+          "[gpu][small_table][backward]") {
+  std::uint64_t seed = 500;
+  for (const OptimizerKind opt : {OptimizerKind::ExactRowwiseAdagrad, OptimizerKind::ExactSgd})
+    for (const RoundingMode wb : {RoundingMode::Nearest, RoundingMode::Stochastic})
+      for (const bool saved : {false, true})
+        for (const std::int64_t E : {1, 2, 63, 64}) {
+          const std::int32_t D = E == 1 ? 64 : (E == 2 ? 96 : (E == 63 ? 128 : 72));
+          const PoolingMode pm = seed % 2 ? PoolingMode::Mean : PoolingMode::Sum;
+          const DType grad = seed % 3 == 0 ? DType::F32 : (seed % 3 == 1 ? DType::F16 : DType::BF16);
+          BackwardCase c = small_backward({E, 300}, {D, 32}, 600, 64, 160, pm, grad, opt, wb, seed++);
+          CAPTURE(E, D, saved, to_string(pm), to_string(grad), static_cast<int>(opt),
+                  static_cast<int>(wb));
+          BackwardRunOptions o;
+          o.saved_counts = saved;
+          const BackwardOutcome gpu = run_backward_gpu(c, o);
+          require_judged(c, gpu);
+          REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+          REQUIRE(has_path(gpu.stats, "bwd.small_table.saved_counts") == saved);
+          REQUIRE(has_path(gpu.stats, "bwd.short"));  // the other table
+          const BackwardOutcome ref = run_backward_reference(c, false);
+          REQUIRE(gpu.stats.runs == ref.stats.runs);
+          REQUIRE(gpu.stats.lookups == ref.stats.lookups);
+        }
+}
+
+TEST_CASE("small-table backward: short rows stay generic, long rows take the histogram",
+          "[gpu][small_table][backward]") {
+  // E = 64 rows, bags of 64: B = 40 gives SL around 40 < min_run (74 + 1 block): all generic
+  for (const std::int64_t B : {40, 600}) {
+    BackwardCase c = small_backward({64}, {128}, B, 64, 64, PoolingMode::Sum, DType::F32,
+                                    OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, 9 + B);
+    // B = 600: one row looked up at least once per bag (SL >= B); B = 40: every SL is about 40
+    if (B == 600)
+      for (std::int64_t b = 0; b < B; ++b) c.forward.indices[c.forward.offsets[b]] = 5;
+    BackwardRunOptions o;
+    o.small_table.mode = Mode::Force;
+    const BackwardOutcome gpu = run_backward_gpu(c, o);
+    require_judged(c, gpu);
+    REQUIRE(has_path(gpu.stats, "bwd.small_table") == (B == 600));
+    const BackwardOutcome ref = run_backward_reference(c, false);
+    REQUIRE(gpu.stats.runs == ref.stats.runs);
+    // the counters: histogram rows (SL >= 74 + 512-bag blocks) plus the generic paths' rows
+    const BackwardPathCounters& k = gpu.stats.counters;
+    CAPTURE(B, k.short_runs, k.chunked_runs, k.fused_runs, k.histogram_runs, k.histogram_min_run);
+    REQUIRE(k.short_runs + k.chunked_runs + k.fused_runs + k.histogram_runs == ref.stats.runs);
+    REQUIRE(k.short_lookups + k.chunked_lookups + k.fused_lookups + k.histogram_lookups ==
+            ref.stats.lookups);
+    REQUIRE((k.histogram_runs > 0) == (B == 600));
+    REQUIRE(k.histogram_min_run == (B == 600 ? 74 + (608 + 511) / 512 : 0));
+    REQUIRE(k.histogram_lookups >= k.histogram_runs * k.histogram_min_run);
+  }
+}
+
+TEST_CASE("small-table backward: a count above 2048 falls back to the generic path",
+          "[gpu][small_table][backward]") {
+  for (const std::int64_t L : {2048, 2049}) {
+    BackwardCase c = small_backward({1}, {64}, 80, L, L, PoolingMode::Mean, DType::F32,
+                                    OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, L);
+    for (const bool saved : {false, true}) {
+      CAPTURE(L, saved);
+      BackwardRunOptions o;
+      o.saved_counts = saved;
+      const BackwardOutcome gpu = run_backward_gpu(c, o);
+      require_judged(c, gpu);
+      REQUIRE(has_path(gpu.stats, "bwd.small_table") == (L == 2048));
+      REQUIRE(has_path(gpu.stats, "bwd.long.fused") == (L == 2049));  // SL = 80·2049
+    }
+  }
+}
+
+TEST_CASE("small-table backward: a stale saved histogram is rejected before any launch",
+          "[gpu][small_table][backward]") {
+  BackwardCase c = small_backward({48}, {96}, 200, 100, 140, PoolingMode::Sum, DType::F32,
+                                  OptimizerKind::ExactSgd, RoundingMode::Nearest, 77);
+  BackwardRunOptions o;
+  o.saved_counts = true;
+  o.stale_batch = true;
+  const BackwardOutcome gpu = run_backward_gpu(c, o);
+  REQUIRE(gpu.kind == BackwardOutcome::Kind::InvalidArgument);
+  REQUIRE(gpu.argument == "small_table_counts");
+  REQUIRE(gpu.what.find("stale: written for batch 1, this backward runs batch 2") != std::string::npos);
+}
+
+TEST_CASE("small-table backward: malformed input repaired like the generic path",
+          "[gpu][small_table][backward][bounds]") {
+  BackwardCase c = small_backward({40}, {80}, 300, 90, 120, PoolingMode::Mean, DType::F32,
+                                  OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, 31);
+  c.forward.indices[7] = -3;
+  c.forward.indices[900] = 40;
+  c.forward.offsets[11] = c.forward.offsets[12] + 5;
+  c.forward.offsets.back() += 3;
+  for (const bool saved : {false, true}) {
+    BackwardRunOptions o;
+    o.saved_counts = saved;
+    const BackwardOutcome gpu = run_backward_gpu(c, o);
+    require_judged(c, gpu);
+    REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+    const BackwardOutcome ref = run_backward_reference(c, false);
+    REQUIRE(gpu.stats.warnings == ref.stats.warnings);
+  }
+}
+
+TEST_CASE("small-table backward: grad tiles with a wide range or an Inf take the exact tile sum",
+          "[gpu][small_table][backward]") {
+  BackwardCase c = small_backward({16}, {64}, 512, 64, 64, PoolingMode::Sum, DType::F32,
+                                  OptimizerKind::ExactSgd, RoundingMode::Nearest, 44);
+  c.set_grad(3 * 64 + 1, 1e-9);    // 2^-30 next to values near 1: a range wider than 2^15
+  c.set_grad(200 * 64 + 7, 3e30);  // and a huge one in another tile
+  const BackwardOutcome gpu = run_backward_gpu(c, {});
+  require_judged(c, gpu);
+  REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+}
