@@ -17,7 +17,6 @@
 #include "tbe/backend.h"
 #include "tbe/select_backend.h"
 #if TBE_HAVE_CUDA
-#include "tbe/cuda/ikbo_backend.h"
 #endif
 
 int main(int argc, char** argv) {
@@ -35,15 +34,8 @@ int main(int argc, char** argv) {
   try {
     if (options.backend == "cuda") {
       dev = select_backend(BackendKind::Cuda);
-#if TBE_HAVE_CUDA
       // one IKBO backend per LCE stage: an IKBO case runs on the one its `stage` names
-      for (cuda::LceStage s : {cuda::LceStage::Decomposed, cuda::LceStage::PaddedK,
-                               cuda::LceStage::FusedEpilogue, cuda::LceStage::L2Chunked,
-                               cuda::LceStage::LtEpilogue})
-        ikbo.push_back(cuda::make_cuda_ikbo_backend(s));
-#else
-      ikbo.push_back(select_ikbo_backend(BackendKind::Cuda));
-#endif
+      ikbo = select_ikbo_backends(BackendKind::Cuda);
     } else if (options.backend == "cpu-faulty") {
       dev = std::make_unique<fuzz::FaultyBackend>();
       ikbo.push_back(std::make_unique<fuzz::FaultyIkboBackend>());

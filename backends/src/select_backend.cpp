@@ -46,6 +46,29 @@ std::unique_ptr<Backend> select_backend(BackendKind kind) {
   }
 }
 
+std::vector<std::unique_ptr<ikbo::IkboBackend>> select_ikbo_backends(BackendKind kind) {
+  std::vector<std::unique_ptr<ikbo::IkboBackend>> out;
+  if (kind == BackendKind::Auto) {
+    try {
+      return select_ikbo_backends(BackendKind::Cuda);
+    } catch (const DeviceError&) {
+      kind = BackendKind::Cpu;
+    }
+  }
+  if (kind == BackendKind::Cpu) {
+    out.push_back(ikbo::make_reference_ikbo_backend());
+    return out;
+  }
+#ifdef TBE_HAVE_CUDA
+  if (cuda::device_count() <= 0) throw DeviceError("ikbo backend cuda: no CUDA device is visible");
+  for (cuda::LceStage s : cuda::kLceStages) out.push_back(cuda::make_cuda_ikbo_backend(s));
+  return out;
+#else
+  out.push_back(select_ikbo_backend(BackendKind::Cuda));  // throws: no CUDA in this build
+  return out;
+#endif
+}
+
 std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind) {
   switch (kind) {
     case BackendKind::Cpu:

@@ -163,19 +163,30 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
 
   IkboCall captured;
   std::string implementation;
-  auto run_all = [&](const auto& p, std::int64_t numel, auto&& call_on, auto&& judge) {
+  // Device rows: one per backend under test (LCE: each of cfg.lce_devices when set); the
+  // recorded output of a failing row is the first failing backend's.
+  auto run_all = [&](const auto& p, std::int64_t numel, auto&& call_on, auto&& judge,
+                     const std::vector<ikbo::IkboBackend*>& devices) {
     if (cfg.device) {
-      implementation = cfg.device->name();
-      std::vector<std::string> device_paths;  // IkboBackend::last_paths of its successful calls
-      res.rows.push_back(run_target(Target::Device, cfg.device->name(), p, spec.storage, numel,
-                                    [&](const auto& q, void* o) {
-                                      call_on(*cfg.device, q, o);
-                                      const auto paths = cfg.device->last_paths();
-                                      device_paths.insert(device_paths.end(), paths.begin(),
-                                                          paths.end());
-                                    },
-                                    judge, captured));
-      add_paths(res.rows.back(), device_paths);
+      bool failed = false;
+      for (ikbo::IkboBackend* dev : devices) {
+        std::vector<std::string> device_paths;  // IkboBackend::last_paths of its successful calls
+        IkboCall call;
+        res.rows.push_back(run_target(Target::Device, dev->name(), p, spec.storage, numel,
+                                      [&](const auto& q, void* o) {
+                                        call_on(*dev, q, o);
+                                        const auto paths = dev->last_paths();
+                                        device_paths.insert(device_paths.end(), paths.begin(),
+                                                            paths.end());
+                                      },
+                                      judge, call));
+        add_paths(res.rows.back(), device_paths);
+        if (!failed) {
+          implementation = dev->name();
+          captured = std::move(call);
+          failed = res.rows.back().verdict == Verdict::Failed;
+        }
+      }
     } else {
       implementation = reference->name();
       res.rows.push_back(skipped);
@@ -229,7 +240,8 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
     const oracle::IkboEnclosures enc = oracle::compute_lce_enclosures(p);
     run_all(p, ikbo::lce_output_numel(p),
             [](ikbo::IkboBackend& be, const ikbo::LceProblem& q, void* o) { be.lce(q, o); },
-            [&](const std::vector<double>& v) { return oracle::judge_lce(p, enc, v); });
+            [&](const std::vector<double>& v) { return oracle::judge_lce(p, enc, v); },
+            cfg.lce_devices.empty() ? std::vector<ikbo::IkboBackend*>{cfg.device} : cfg.lce_devices);
     save(io::LceCaseFile{}, c);
   } else {
     ikbo::AttentionShape sh =
@@ -248,7 +260,8 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
             [](ikbo::IkboBackend& be, const ikbo::AttentionProblem& q, void* o) {
               be.attention(q, o);
             },
-            [&](const std::vector<double>& v) { return oracle::judge_attention(p, enc, v); });
+            [&](const std::vector<double>& v) { return oracle::judge_attention(p, enc, v); },
+            std::vector<ikbo::IkboBackend*>{cfg.device});
     save(io::AttentionCaseFile{}, c);
   }
   return res;

@@ -107,7 +107,9 @@ Lookups derive_vbe(const Lookups& src, std::int64_t T, std::int64_t B, std::uint
 }
 
 // Injects the faults of `fs` deterministically (stream (seed, kFaultStream)); returns what was
-// injected. Bad index values are bad for every table: E_max, E_max + 17, INT32_MAX, -1, -E_max.
+// injected. Bad index values: at the first injected position exactly E_t of its feature's table
+// (the smallest bad value: a check that accepts i == E misses it), then E_max, E_max + 17,
+// INT32_MAX, -1, -E_max (bad for every table).
 std::string inject_faults(Lookups& l, const FaultSet& fs, std::int64_t max_rows,
                           std::uint64_t seed) {
   Rng rng(seed, kFaultStream);
@@ -125,8 +127,29 @@ std::string inject_faults(Lookups& l, const FaultSet& fs, std::int64_t max_rows,
         l.indices[p] = v;
         positions.insert(p);
       }
-      parts.push_back(std::to_string(positions.size()) + " bad indices (E, E+17, 2^31-1, -1, -E)");
+      // the first position: E of its feature's table (bag of p, then its feature)
+      const std::int64_t p0 = *positions.begin();
+      const std::int64_t bag =
+          std::upper_bound(l.offsets.begin(), l.offsets.end(), p0) - l.offsets.begin() - 1;
+      std::int64_t feature = 0;
+      if (l.vbe_sizes.empty()) {
+        feature = l.batch_size > 0 ? bag / l.batch_size : 0;
+      } else {
+        std::int64_t end = 0;
+        for (; feature < l.num_features(); ++feature) {
+          for (std::int32_t r = 0; r < l.ranks; ++r) end += l.vbe_sizes[feature * l.ranks + r];
+          if (bag < end) break;
+        }
+      }
+      feature = std::clamp<std::int64_t>(feature, 0, l.num_features() - 1);
+      l.indices[p0] = l.rows_of_feature[feature];
+      parts.push_back(std::to_string(positions.size()) +
+                      " bad indices (E_t at the first, E, E+17, 2^31-1, -1, -E)");
     }
+  }
+  if (fs.bad_first_offset && nb >= 1) {
+    l.offsets[0] = -1 - rng.uniform_int(3);
+    parts.push_back("offsets[0] = " + std::to_string(l.offsets[0]) + " < 0");
   }
   if (fs.decreasing_pair && nb >= 2) {
     const std::int64_t k = rng.uniform_int(nb - 1);  // k + 1 < nb: the last offset is separate
@@ -235,7 +258,11 @@ std::uint64_t stable_hash(const std::string& s) {
 }
 
 FaultSet fault_set_for(const CaseAxes& c) {
-  if (c.bounds != BoundsCheckMode::Fatal) return FaultSet{};
+  if (c.bounds != BoundsCheckMode::Fatal) {
+    FaultSet fs;
+    fs.bad_first_offset = true;
+    return fs;
+  }
   switch (stable_hash(case_label(c)) % 3) {
     case 0:
       return FaultSet{};  // first offender: a bag

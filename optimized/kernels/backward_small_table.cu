@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
           const int b = i / D_pad, d = i - b * D_pad;
           const float x = __fmul_rn(g_s[b][d], s);  // exact: a power of two, no overflow
           const __half hi = __float2half_rn(x);
-          const __half lo = __float2half_rn(__fsub_rn(x, __half2float(hi)));  // x − hi is exact
+          const __half lo = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x, __half2float(hi))));  // x − hi is exact
           hi_t[d * kGradStride + b] = hi;
           lo_t[d * kGradStride + b] = lo;
         }

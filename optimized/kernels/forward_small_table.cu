@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
         const int c = nt * 8 + 2 * t;
         if (nt < NT && c < D) {
           float v0 = acc[nt][2 * h], v1 = acc[nt][2 * h + 1];
-          if (a.mean) {
+          if (TBE_MUTANT_SWAP(a, kSmallTableMeanMissing, false, a.mean)) {
             v0 = __fdiv_rn(v0, static_cast<float>(Lm));
             v1 = __fdiv_rn(v1, static_cast<float>(Lm));
           }

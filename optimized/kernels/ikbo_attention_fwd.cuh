@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN, 
   cp_async_commit();  // group: Q
   load_kv(0, 0);
   cp_async_commit();  // group: tile 0
-  const std::int64_t n_tiles = (n + kBN - 1) / kBN;
+  const std::int64_t n_tiles = TBE_MUTANT_SWAP(a, kAttnLastKeyTileDropped, n / kBN, (n + kBN - 1) / kBN);
   if constexpr (kStages == 3) {
     if (n_tiles > 1) load_kv(1, 1);
     cp_async_commit();  // group: tile 1 (empty without it: the count stays uniform)
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN, 
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // every tile has a key < n, so mx is finite for finite inputs; the first tile's m = −inf
       // gives α = 2^−inf = 0 (acc and l are 0 anyway); an unchanged maximum gives α = 1 exactly.
-      const float alpha = ex2((m[hr] - mx) * c2);
+      const float alpha = TBE_MUTANT_SWAP(a, kAttnNoRescale, 1.0f, ex2((m[hr] - mx) * c2));
       m[hr] = mx;
       const float mc = mx * c2;
       float rs = 0.0f;

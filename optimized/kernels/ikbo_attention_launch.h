@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "tbe/cuda/mutation.h"
 #include "tbe/types.h"
 
 namespace tbe::cuda::detail {
@@ -65,6 +66,7 @@ struct AttentionArgs {
   int runs = 0;                      ///< R = B
   int grid_blocks = 0;               ///< upper bound of the work items: ceil(B·n_seed / 128) + min(U, B)
   const unsigned long long* map_error = nullptr;
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 void launch_attention_forward(DType storage, const AttentionArgs& a, cudaStream_t stream);
 

@@ -50,6 +50,7 @@ struct SmallTableForwardArgs {
   CountsView save;                        ///< counts.counts == nullptr: not saved
   DeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
 /// grad_table = counts^T · grad_output per small-table table (split over bag blocks), then one
@@ -72,6 +73,7 @@ struct SmallTableBackwardArgs {
   std::int64_t min_run = 0;
   RunArgs run;                            ///< the optimizer and weights part of the run kernels'
                                           ///< arguments (tables, weights, momentum, lr, SR, ...)
+  TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
 // --- launches (dispatch: src/forward_dispatch.cpp, src/backward_dispatch.cpp) ---

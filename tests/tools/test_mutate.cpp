@@ -99,7 +99,8 @@ TEST_CASE("mutate: the catalogue has >= 30 faults, names and enumerators unique"
     CHECK(f.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string_view::npos);
     const bool family = f.name.rfind("fwd_", 0) == 0 || f.name.rfind("seq_", 0) == 0 ||
                         f.name.rfind("bounds_", 0) == 0 || f.name.rfind("bwd_", 0) == 0 ||
-                        f.name.rfind("lce_", 0) == 0;
+                        f.name.rfind("lce_", 0) == 0 || f.name.rfind("attn_", 0) == 0 ||
+                        f.name.rfind("small_table_", 0) == 0;
     CHECK(family);
   }
 }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "tbe/backend.h"
 #include "tbe/ikbo.h"
@@ -28,6 +29,13 @@ std::unique_ptr<Backend> select_backend(BackendKind kind = BackendKind::Auto);
 /// when this build has no CUDA backend or no device is visible. Auto: Cuda when that works, else
 /// Cpu.
 std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind = BackendKind::Auto);
+
+/// Every IKBO implementation of `kind`, for suites that must exercise each: Cuda: one
+/// tbe::cuda::make_cuda_ikbo_backend(stage) per LCE stage (tbe::cuda::kLceStages order: decomposed,
+/// padded-k, fused-epilogue, l2-chunked, lt-epilogue; the default attention kernel in each); Cpu:
+/// the reference alone; Auto: Cuda when that works, else Cpu. Errors as select_ikbo_backend.
+std::vector<std::unique_ptr<ikbo::IkboBackend>> select_ikbo_backends(
+    BackendKind kind = BackendKind::Auto);
 
 /// Free memory of the CUDA device in bytes (cudaMemGetInfo of device 0); 0 when this build has
 /// no CUDA backend or no device is visible.

@@ -41,6 +41,9 @@ struct IkboConfig {
   /// Backend under test (not owned); nullptr: device rows skipped with `skip_reason`, and the
   /// reference runs as CPU self-check rows.
   ikbo::IkboBackend* device = nullptr;
+  /// (not owned) Backends the LCE device rows run on, one row each (tbe-verify: one per LCE
+  /// stage, select_ikbo_backends); empty: `device`. Ignored when `device` is null.
+  std::vector<ikbo::IkboBackend*> lce_devices;
   std::string skip_reason;
   bool include_fp32 = false;  ///< fp32 storage rows (the reference supports them)
   ikbo::LceRounding lce_rounding = ikbo::LceRounding::RoundOnce;

@@ -49,6 +49,9 @@ struct FaultSet {
   bool bad_indices = true;        ///< a few indices >= E (INT32_MAX among them) and negative
   bool decreasing_pair = true;    ///< one bag with offsets[k] > offsets[k+1]
   bool short_last_offset = true;  ///< offsets[last] < N
+  /// offsets[0] < 0 (bag 0's start repaired to 0 and counted): the repairing modes only (a FATAL
+  /// case keeps its single first offender of the kind fault_set_for chose)
+  bool bad_first_offset = false;
 };
 
 struct RunnerConfig {

@@ -77,6 +77,11 @@ enum class LceStage : std::uint8_t {
   /// batch pointers' strides allow (up to 256 bytes: cudaMalloc's), InvalidArgument otherwise.
   LtEpilogue,
 };
+/// Every LCE stage, in the order above (tbe-verify's LCE rows and tbe-fuzz run each).
+inline constexpr LceStage kLceStages[] = {LceStage::Decomposed, LceStage::PaddedK,
+                                          LceStage::FusedEpilogue, LceStage::L2Chunked,
+                                          LceStage::LtEpilogue};
+
 /// "decomposed", "padded-k", "fused-epilogue", "l2-chunked", "lt-epilogue"
 std::string to_string(LceStage s);
 

@@ -131,7 +131,16 @@ namespace tbe::cuda {
   X(kLceFusedKTailDropped, "lce_fused_k_tail_dropped", "kernels/ikbo_lce_fused.cu: lce_fused_kernel", \
     "fused candidate GEMM: K tiles = floor(K / 32), a partial last K tile is lost")                \
   X(kLceFusedLastMTileDropped, "lce_fused_last_m_tile_dropped", "kernels/ikbo_lce_fused.cu: launch_fused_t", \
-    "fused candidate GEMM: M tiles = floor(M / 64), the rows of a partial last tile are not written")
+    "fused candidate GEMM: M tiles = floor(M / 64), the rows of a partial last tile are not written") \
+  X(kAttnLastKeyTileDropped, "attn_last_key_tile_dropped", "kernels/ikbo_attention_fwd.cuh: attention_fwd_kernel", \
+    "key tiles per user = floor(keys / key_block): the keys of a partial last tile are ignored")  \
+  X(kAttnNoRescale, "attn_no_rescale", "kernels/ikbo_attention_fwd.cuh: attention_fwd_kernel",     \
+    "online softmax: the running sum and output are not rescaled when a later key tile raises the row maximum") \
+  X(kSmallTableMeanMissing, "small_table_mean_missing",                                          \
+    "kernels/forward_small_table.cu: small_table_forward_histogram",                              \
+    "small-table forward, tensor-core bags: MEAN stores the bag sum (the division by L is missing)") \
+  X(kSmallTableLoDropped, "small_table_lo_dropped", "kernels/backward_small_table.cu: small_table_grad_split_k", \
+    "small-table backward: only the hi part of grad_output is multiplied (lo = 0): the gradient loses its low bits")
 // clang-format on
 
 /// The seeded faults (kNone: the unmodified backend).
