@@ -21,6 +21,7 @@
 #include "tbe/io/ikbo_case_file.h"
 #include "tbe/judge/case_commands.h"
 #include "tbe/judge/forward_call.h"
+#include "tbe/serialized_backend.h"
 
 namespace tbe::fuzz {
 
@@ -153,33 +154,36 @@ struct DeviceTimer {
   }
 };
 
-// The backends of the campaign, one call at a time (the worker threads share them).
-class LockedBackend final : public Backend {
+// The TBE backend's calls, timed into t_device_seconds (inside the SerializedBackend's lock in
+// judge_cases: the worker threads share one backend, one call at a time).
+class TimedBackend final : public Backend {
  public:
-  LockedBackend(Backend& inner, std::mutex& m) : inner_(inner), m_(m) {}
+  explicit TimedBackend(Backend& inner) : inner_(inner) {}
   std::string name() const override { return inner_.name(); }
   ForwardStats forward(const ForwardProblem& p, void* output,
                        const ForwardStrategy& strategy) override {
-    const std::lock_guard<std::mutex> lock(m_);
     const DeviceTimer timer;
     return inner_.forward(p, output, strategy);
   }
   RepairResult repair(const ForwardProblem& p) override {
-    const std::lock_guard<std::mutex> lock(m_);
     const DeviceTimer timer;
     return inner_.repair(p);
   }
   BackwardStats backward(const BackwardProblem& p, const BackwardOutputs& out,
                          const BackwardStrategy& s) override {
-    const std::lock_guard<std::mutex> lock(m_);
     const DeviceTimer timer;
     return inner_.backward(p, out, s);
+  }
+  TrainingStepStats training_step(const BackwardProblem& p, void* output,
+                                  const BackwardOutputs& out, const BackwardStrategy& s) override {
+    const DeviceTimer timer;
+    return inner_.training_step(p, output, out, s);
   }
 
  private:
   Backend& inner_;
-  std::mutex& m_;
 };
+// The IKBO backends of the campaign, one call at a time and timed (the worker threads share them).
 class LockedIkbo final : public ikbo::IkboBackend {
  public:
   LockedIkbo(ikbo::IkboBackend& inner, std::mutex& m) : inner_(inner), m_(m) {}
@@ -315,7 +319,8 @@ void list_cases(const CampaignOptions& options, std::ostream& os) {
 std::vector<CaseRecord> judge_cases(const CampaignOptions& options, const Devices& dev,
                                     std::uint64_t first, std::uint64_t count) {
   std::mutex device_mutex;
-  LockedBackend tbe(*dev.tbe, device_mutex);
+  TimedBackend timed(*dev.tbe);
+  SerializedBackend tbe(timed, device_mutex);
   std::vector<LockedIkbo> locked;
   locked.reserve(dev.ikbo.size());
   for (ikbo::IkboBackend* b : dev.ikbo) locked.emplace_back(*b, device_mutex);
