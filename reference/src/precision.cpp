@@ -2,12 +2,14 @@
 #include "tbe/precision.h"
 
 #include <Eigen/Core>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "tbe/errors.h"
 #include "round_internal.h"
+#include "storage_internal.h"
 
 namespace tbe {
 
@@ -99,8 +101,20 @@ double round_to(DType t, double x) {
     case DType::F32: return static_cast<double>(static_cast<float>(x));
     // Through FP32 with round-to-odd, then Eigen's RNE float -> half / bfloat16 (round_internal.h:
     // plain double -> float -> half is NOT correct for arbitrary doubles).
-    case DType::F16: return static_cast<double>(static_cast<float>(detail::half_rne(x)));
-    case DType::BF16: return static_cast<double>(static_cast<float>(detail::bfloat16_rne(x)));
+    // Values in the normal range take the branch-free RNE of storage_internal.h (the same bits as
+    // half_rne / bfloat16_rne, tests/reference/test_storage.cpp); the rest (subnormal results,
+    // overflow, zero, inf, NaN) the round-to-odd path.
+    case DType::F16: {
+      std::uint16_t h;
+      if (detail::rne_normal_row<DType::F16>(&h, &x, 1)) return detail::half_bits_to_float(h);
+      return static_cast<double>(static_cast<float>(detail::half_rne(x)));
+    }
+    case DType::BF16: {
+      std::uint16_t h;
+      if (detail::rne_normal_row<DType::BF16>(&h, &x, 1))
+        return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16));
+      return static_cast<double>(static_cast<float>(detail::bfloat16_rne(x)));
+    }
     case DType::I32:
     case DType::I64: break;
   }

@@ -13,6 +13,7 @@
 
 #include "storage_internal.h"
 #include "tbe/host_case.h"
+#include "tbe/precision.h"
 #include "tbe/workloads.h"
 
 using namespace tbe;
@@ -122,4 +123,20 @@ TEST_CASE("storage: direct RNE to FP16 / BF16 equals rounding to odd first", "[s
             0x1p128);
   CHECK(fast16 > 100000);  // the fast path is exercised, ties included
   CHECK(fast_bf16 > 100000);
+
+  // tbe::round_to (precision.h) takes the direct path in the normal range: every probe rounds to
+  // the value of the rounding to odd first (NaN stays NaN), and round_down_to / round_up_to stay
+  // the neighbours below / above.
+  const auto same = [](double a, double b) { return (a != a && b != b) || a == b; };
+  for (double v : xs) {
+    INFO("fp16 x = " << v);
+    REQUIRE(same(round_to(DType::F16, v), static_cast<double>(static_cast<float>(half_rne(v)))));
+    if (v == v) REQUIRE((round_down_to(DType::F16, v) <= v && round_up_to(DType::F16, v) >= v));
+  }
+  for (double v : xb) {
+    INFO("bf16 x = " << v);
+    REQUIRE(same(round_to(DType::BF16, v),
+                 static_cast<double>(static_cast<float>(bfloat16_rne(v)))));
+    if (v == v) REQUIRE((round_down_to(DType::BF16, v) <= v && round_up_to(DType::BF16, v) >= v));
+  }
 }
