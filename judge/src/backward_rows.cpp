@@ -104,6 +104,7 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   spec.table_dims.clear();
   spec.feature_L.clear();
   if (a.wide_rows) spec.D = 256;  // D > 128: the GPU's block-per-run groups
+  if (a.odd_rows) spec.D = 125;   // D % 4 != 0: the column tail of the run kernels
   if (small) {  // BackwardRowAxes::histogram: two small-table features beside a generic one
     spec.table_rows = {48, 64, spec.E};
     spec.table_dims = {96, 128, 128};
@@ -383,6 +384,7 @@ std::vector<BackwardRowAxes> enumerate_backward_rows() {
         a.clip_gradient = i % 6 == 4;
         a.momentum_nonzero = o.k == OptimizerKind::ExactRowwiseAdagrad && i % 2 == 1;
         a.wide_rows = i % 5 == 3;
+        a.odd_rows = i % 10 == 5;  // route short, among the first rows of the schedule
         rows.push_back(a);
         ++i;
       }
@@ -420,7 +422,7 @@ std::string backward_row_label(const BackwardRowAxes& a) {
      << ",max_norm=" << lower_bool(a.max_norm) << ",clip=" << lower_bool(a.clip_gradient)
      << ",momentum="
      << (a.optimizer == OptimizerKind::ExactSgd ? "none" : a.momentum_nonzero ? "random" : "zero")
-     << ",D=" << (a.wide_rows ? 256 : 128);
+     << ",D=" << (a.wide_rows ? 256 : a.odd_rows ? 125 : 128);
   if (a.histogram != BackwardHistogram::Off)
     os << ",small_table=48x96+64x128,counts=" << to_string(a.histogram);
   return os.str();

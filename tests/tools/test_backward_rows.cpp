@@ -192,6 +192,8 @@ TEST_CASE("backward rows: the design covers every optimizer, rounding, route and
   CHECK(saved == 4);
   CHECK(labels.size() == rows.size());
   CHECK(std::any_of(rows.begin(), rows.end(), [](const auto& a) { return a.wide_rows; }));
+  CHECK(std::any_of(rows.begin(), rows.end(), [](const auto& a) { return a.odd_rows; }));
+  CHECK(std::none_of(rows.begin(), rows.end(), [](const auto& a) { return a.odd_rows && a.wide_rows; }));
   CHECK(sr == 24);
   CHECK(nondet == 16);
   CHECK(adagrad_l2 == 10);

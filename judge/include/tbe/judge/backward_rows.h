@@ -63,6 +63,8 @@ struct BackwardRowAxes {
   bool clip_gradient = false;
   bool momentum_nonzero = false;
   bool wide_rows = false;  ///< D = 256 instead of seed-large's 128 (block groups on the GPU)
+  /// D = 125 instead of 128 (D % 4 != 0: the GPU's scalar column tail; not with wide_rows)
+  bool odd_rows = false;
   /// Not Off: features 0 and 1 read FP16 tables of 48 x 96 (L = 128) and 64 x 128 (L = 64),
   /// eligible for the small-table path, beside one generic feature (D = 128, L = 20).
   BackwardHistogram histogram = BackwardHistogram::Off;
