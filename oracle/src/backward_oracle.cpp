@@ -223,20 +223,37 @@ struct TermStats {
 /// Enclosure of a reduction of n terms computed in acc with k = n − 1 + extra roundings and at
 /// most n_eta underflowing products, around the FP64 centre `center` (error <= γ64(n+2)·A)
 /// [doc §B.1]. `exact_ok`: the per-term operations are exact whenever the terms are acc values.
+/// The factors that depend on (n, extra, n_eta) only are computed once per reduction shape (a run's
+/// D columns share them); enclose() evaluates the same expressions in the same order as one
+/// call with all arguments would.
+struct ReductionBound {
+  AccModel m;
+  double g = 0, eta = 0, g64 = 0, floor64 = 0, widen = 0;
+  bool exact_ok = false;
+  ReductionBound(const AccModel& model, double n, double extra, double n_eta, bool exact)
+      : m(model),
+        g(gamma_k(n - 1 + extra, model.u)),
+        eta(n_eta * model.eta * (1 + g)),
+        g64(gamma_k(n + 2, kU64)),
+        floor64((n + 3) * kMinSub64),
+        widen(1 + 4 * gamma_k(n + 10, kU64)),
+        exact_ok(exact) {}
+  Enclosure enclose(double center, const TermStats& st) const {
+    if (st.nonfinite || !std::isfinite(center)) return unconstrained();
+    if (!(st.absum * (1 + g) + eta < m.max_acc)) return unconstrained();
+    if (st.absum == 0.0) return {0.0, 0.0};
+    if (exact_ok && st.all_repr && st.absum < std::ldexp(1.0, m.digits + st.min_lsb))
+      return {center, center};
+    const double A = st.absum;
+    const double R = (g * A + eta + g64 * A + floor64) * widen;
+    if (!std::isfinite(R)) return unconstrained();
+    return {detail::next_down64(center - R), detail::next_up64(center + R)};
+  }
+};
+
 Enclosure reduction_enclosure(const AccModel& m, double center, const TermStats& st, double n,
                               double extra, double n_eta, bool exact_ok) {
-  if (st.nonfinite || !std::isfinite(center)) return unconstrained();
-  const double g = gamma_k(n - 1 + extra, m.u);
-  const double eta = n_eta * m.eta * (1 + g);
-  if (!(st.absum * (1 + g) + eta < m.max_acc)) return unconstrained();
-  if (st.absum == 0.0) return {0.0, 0.0};
-  if (exact_ok && st.all_repr && st.absum < std::ldexp(1.0, m.digits + st.min_lsb))
-    return {center, center};
-  const double A = st.absum;
-  const double R = (g * A + eta + gamma_k(n + 2, kU64) * A + (n + 3) * kMinSub64) *
-                   (1 + 4 * gamma_k(n + 10, kU64));
-  if (!std::isfinite(R)) return unconstrained();
-  return {detail::next_down64(center - R), detail::next_up64(center + R)};
+  return ReductionBound(m, n, extra, n_eta, exact_ok).enclose(center, st);
 }
 
 bool is_pow2(double L) {
@@ -290,8 +307,12 @@ BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p,
   const double wd = effective_hyper_parameter(oc.weight_decay);
   const double max_norm = effective_hyper_parameter(oc.max_norm);
   const double max_grad = effective_hyper_parameter(oc.max_gradient);
+  // FP32 grad_output (the common case) is read directly; other types through load_as_double.
+  const float* grad32 =
+      out_t == DType::F32 ? static_cast<const float*>(p.grad_output) : nullptr;
   auto grad = [&](std::int64_t i) {
-    const double g = load_as_double(out_t, p.grad_output, i);
+    const double g = grad32 != nullptr ? static_cast<double>(grad32[i])
+                                       : load_as_double(out_t, p.grad_output, i);
     if (max_grad > 0.0) {
       if (g > max_grad) return max_grad;
       if (g < -max_grad) return -max_grad;
@@ -357,9 +378,9 @@ BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p,
       const double extra = (weighted ? 1 : 0) + (mean ? 2 : 0) + conv_g;
       const double n_eta = static_cast<double>(n) * ((weighted ? 1 : 0) + (mean ? 1 : 0) + conv_g);
       bool run_bad = false;
+      const ReductionBound bound(am, static_cast<double>(n), extra, n_eta, exact_ok);
       for (std::int64_t d = 0; d < D; ++d) {
-        const Enclosure e = reduction_enclosure(am, ref.row_grad[c0 + d], st[d],
-                                                static_cast<double>(n), extra, n_eta, exact_ok);
+        const Enclosure e = bound.enclose(ref.row_grad[c0 + d], st[d]);
         enc.row_grad[c0 + d] = e;
         if (is_unconstrained(e)) run_bad = true;
         // The optimizer reads G in its own type: RN_opt(Ĝ) [doc §B.3].
