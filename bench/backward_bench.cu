@@ -72,13 +72,8 @@ struct Variant {
 }  // namespace
 
 int backward_main(const BackwardArgs& args) {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "tbe-bench: no CUDA device visible; nothing to time\n");
-    return 77;
-  }
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  if (!first_device(prop)) return kNoDeviceExit;
 
   const auto t0 = std::chrono::steady_clock::now();
   WorkloadSpec spec = named_workload("seed-large", args.batch);

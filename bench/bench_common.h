@@ -19,6 +19,22 @@ inline void check(cudaError_t e, const char* what) {
   }
 }
 
+/// Exit status of a subcommand that found no device: ctest's skip code (never a pass).
+inline constexpr int kNoDeviceExit = 77;
+
+/// Fills `prop` with device 0's properties and returns true; with no CUDA device visible, prints
+/// why nothing is timed and returns false (the subcommand then returns kNoDeviceExit).
+inline bool first_device(cudaDeviceProp& prop) {
+  int devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "tbe-bench: no CUDA device visible (%s); nothing to time\n",
+                 e == cudaSuccess ? "device count 0" : cudaGetErrorString(e));
+    return false;
+  }
+  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  return true;
+}
+
 /// Times `body` (enqueued on `stream`) with events; flushes L2 before every iteration.
 template <class F>
 Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_t flush_bytes) {

@@ -119,13 +119,8 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
 int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
   Ctx c;
   c.iters = args.iters;
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "tbe-bench: no CUDA device visible; nothing to time\n");
-    return 77;
-  }
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  if (!first_device(prop)) return kNoDeviceExit;
   check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "stream");
   cublasHandle_t handle = nullptr;
   check(cublasCreate(&handle), "cublasCreate");

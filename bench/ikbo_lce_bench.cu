@@ -451,13 +451,8 @@ int tbe::bench::ikbo_lce_main(const IkboLceArgs& args) {
   using ::check;  // the cudaError_t and the cuBLAS overloads (tbe::bench::check hides the latter)
   Ctx c;
   c.iters = args.iters;
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "tbe-bench: no CUDA device visible; nothing to time\n");
-    return 77;
-  }
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  if (!first_device(prop)) return kNoDeviceExit;
   check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "stream");
   check(cublasCreate(&c.handle), "cublasCreate");
   c.flush = DeviceBuffer(c.flush_bytes);

@@ -86,14 +86,8 @@ void dump_case(const std::string& dir, const ForwardCase& c, const std::vector<f
 }  // namespace
 
 int tbe::bench::small_table_main(const SmallTableArgs& args) {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "tbe-bench: no CUDA device visible (%s); nothing to time\n",
-                 e == cudaSuccess ? "device count 0" : cudaGetErrorString(e));
-    return 77;
-  }
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  if (!first_device(prop)) return kNoDeviceExit;
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   const std::size_t flush_bytes = 256ull << 20;

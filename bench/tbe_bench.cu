@@ -60,14 +60,8 @@ std::vector<float> weights_as_f32(const ForwardCase& c) {
 }  // namespace
 
 int tbe::bench::forward_main(const ForwardArgs& args) {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "tbe-bench: no CUDA device visible (%s); nothing to time\n",
-                 e == cudaSuccess ? "device count 0" : cudaGetErrorString(e));
-    return 77;
-  }
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  if (!first_device(prop)) return kNoDeviceExit;
 
   // --- workload (CPU, seeded) ---
   const auto t0 = std::chrono::steady_clock::now();
