@@ -234,11 +234,7 @@ Side run_side(const std::string& name, Backend& b, const BackwardProblem& p,
 }
 
 void print_side(std::ostream& os, const Side& s) {
-  os << "  " << s.name << ": ";
-  if (!s.ran) {
-    os << "SKIPPED (" << s.skip_reason << ")\n";
-    return;
-  }
+  if (!detail::print_side_start(os, s)) return;
   os << outcome_text(s);
   if (!s.stats.paths.empty()) {
     os << "; paths";
@@ -303,17 +299,8 @@ int replay_backward(const std::string& dir, io::BackwardCaseFile& c, std::ostrea
                : "DISAGREE\n  - " + gpu.name + ": " + outcome_text(gpu) +
                      " vs cpu: " + outcome_text(ref))
      << "\n";
-  const bool cpu_ok = ref.passed();
-  const bool gpu_ok = !gpu_ran || gpu.passed();
-  os << "verdict: cpu " << (cpu_ok ? "passed" : "FAILED") << ", gpu "
-     << (!gpu_ran ? "skipped"
-         : gpu_ok ? "passed"
-                  : "FAILED")
-     << "\n";
-  if (c.recorded)
-    os << "(the case also records outputs of " << c.recorded->implementation << ": "
-       << check_case_command(dir) << ")\n";
-  return cpu_ok && gpu_ok && agree ? kExitOk : kExitFailed;
+  return detail::finish_replay(os, dir, ref.passed(), gpu_ran, gpu.passed(), agree,
+                               c.recorded ? &c.recorded->implementation : nullptr);
 }
 
 }  // namespace detail

@@ -104,6 +104,17 @@ void print_side_verdict(std::ostream& os, bool passed, const std::vector<std::st
   os << "\n";
 }
 
+int finish_replay(std::ostream& os, const std::string& dir, bool cpu_ok, bool gpu_ran, bool gpu_ok,
+                  bool agree, const std::string* recorded_by) {
+  gpu_ok = !gpu_ran || gpu_ok;
+  os << "verdict: cpu " << (cpu_ok ? "passed" : "FAILED") << ", gpu "
+     << (!gpu_ran ? "skipped" : gpu_ok ? "passed" : "FAILED") << "\n";
+  if (recorded_by != nullptr)
+    os << "(the case also records outputs of " << *recorded_by << ": " << check_case_command(dir)
+       << ")\n";
+  return cpu_ok && gpu_ok && agree ? kExitOk : kExitFailed;
+}
+
 std::string shell_quote(const std::string& s) {
   bool plain = !s.empty();
   for (char c : s)
@@ -203,11 +214,7 @@ Side run_side(const std::string& name, Backend& b, const ForwardProblem& p,
 }
 
 void print_side(std::ostream& os, const Side& s) {
-  os << "  " << s.name << ": ";
-  if (!s.ran) {
-    os << "SKIPPED (" << s.skip_reason << ")\n";
-    return;
-  }
+  if (!print_side_start(os, s)) return;
   os << outcome_text(s);
   if (!s.call.stats.paths.empty()) {
     os << "; paths";
@@ -278,10 +285,8 @@ int replay_forward(const std::string& dir, io::CaseFile& c, std::ostream& os, Ba
     gpu_ran = gpu_ran || sides[i].ran;
     if (sides[i].ran && !sides[i].passed()) gpu_ok = false;
   }
-  os << "verdict: cpu " << (cpu_ok ? "passed" : "FAILED") << ", gpu "
-     << (!gpu_ran ? "skipped" : gpu_ok ? "passed" : "FAILED") << "\n";
-  if (c.recorded) os << "(the case also records outputs of " << c.recorded->implementation << ": " << check_case_command(dir) << ")\n";
-  return cpu_ok && gpu_ok && agree ? kExitOk : kExitFailed;
+  return finish_replay(os, dir, cpu_ok, gpu_ran, gpu_ok, agree,
+                       c.recorded ? &c.recorded->implementation : nullptr);
 }
 
 }  // namespace detail

@@ -137,11 +137,7 @@ int replay_ikbo(const std::string& dir, const CaseFile& c, std::ostream& os,
   }
   os << "results:\n";
   for (const Side& s : sides) {
-    os << "  " << s.name << ": ";
-    if (!s.ran) {
-      os << "SKIPPED (" << s.skip_reason << ")\n";
-      continue;
-    }
+    if (!detail::print_side_start(os, s)) continue;
     os << (s.error.empty() ? "output" : s.error) << "\n";
     if (s.report) os << "    oracle: " << s.report->summary() << "\n";
     detail::print_side_verdict(os, s.passed(), s.problems);
@@ -149,16 +145,8 @@ int replay_ikbo(const std::string& dir, const CaseFile& c, std::ostream& os,
   const Side& ref = sides.front();
   const Side& gpu = sides.back();
   const bool gpu_ran = gpu.ran && sides.size() > 1;
-  const bool gpu_ok = !gpu_ran || gpu.passed();
-  os << "verdict: cpu " << (ref.passed() ? "passed" : "FAILED") << ", gpu "
-     << (!gpu_ran ? "skipped"
-         : gpu_ok ? "passed"
-                  : "FAILED")
-     << "\n";
-  if (c.recorded)
-    os << "(the case also records outputs of " << c.recorded->implementation << ": "
-       << check_case_command(dir) << ")\n";
-  return ref.passed() && gpu_ok ? kExitOk : kExitFailed;
+  return detail::finish_replay(os, dir, ref.passed(), gpu_ran, gpu.passed(), /*agree=*/true,
+                               c.recorded ? &c.recorded->implementation : nullptr);
 }
 
 void print_common_header(std::ostream& os, const std::string& name, const std::string& op,

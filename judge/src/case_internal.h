@@ -46,9 +46,26 @@ Side skipped_gpu_side(const std::string& skip_reason) {
   return s;
 }
 
+/// The start of a replay side's block: "  <name>: ", then "SKIPPED (<reason>)" and the line's end
+/// when the side did not run (returns false: nothing more to print), else true.
+template <class Side>
+bool print_side_start(std::ostream& os, const Side& s) {
+  os << "  " << s.name << ": ";
+  if (s.ran) return true;
+  os << "SKIPPED (" << s.skip_reason << ")\n";
+  return false;
+}
+
 /// The end of a replay side's block: "    passed" or "    FAILED", then one "    - problem"
 /// line per problem.
 void print_side_verdict(std::ostream& os, bool passed, const std::vector<std::string>& problems);
+
+/// The last lines of every operator's replay: "verdict: cpu passed|FAILED, gpu
+/// passed|FAILED|skipped" and, when the case also records another implementation's outputs
+/// (`recorded_by` not null: its name), the command that judges them. Returns kExitOk when the
+/// CPU side passed, the GPU side passed or did not run, and the sides agreed; else kExitFailed.
+int finish_replay(std::ostream& os, const std::string& dir, bool cpu_ok, bool gpu_ran, bool gpu_ok,
+                  bool agree, const std::string* recorded_by);
 
 /// "case:", "provenance:", "seed:" and "problem:" lines of a case (the problem in one line).
 void print_case_header(std::ostream& os, const io::CaseFile& c);
