@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "scratch_dir.h"
 #include "tbe/errors.h"
 #include "tbe/io/case_file.h"
 #include "tbe/workloads.h"
@@ -21,13 +22,8 @@ namespace case_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-/// A fresh (removed) folder under the temporary directory, private to this process.
-inline fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("tbe_test_io_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  return p;
-}
+/// A fresh scratch folder of this suite (tbe::test::scratch_dir).
+inline fs::path scratch(const std::string& name) { return tbe::test::scratch_dir("test_io", name); }
 
 inline json load_json(const fs::path& dir) {
   std::ifstream in(dir / "case.json");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "scratch_dir.h"
 #include "tbe/backward.h"
 #include "tbe/io/backward_case_file.h"
 #include "tbe/judge/backward_rows.h"
@@ -307,9 +308,7 @@ TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
 TEST_CASE("backward rows: a failing row is saved as a backward case folder that check and replay "
           "reproduce", "[verify][backward][cases]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tbe_test_backward_rows_saved_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = tbe::test::scratch_dir("test_backward_rows", "saved");
   BackwardRunnerConfig cfg = small_config(nullptr);
   cfg.save_failures_dir = dir.string();
   cfg.save_failures_max = 2;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "scratch_dir.h"
 #include "tbe/backward.h"
 #include "tbe/dtype_traits.h"
 #include "tbe/errors.h"
@@ -28,12 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("tbe_test_case_check_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  return p;
-}
+fs::path scratch(const std::string& name) { return tbe::test::scratch_dir("test_case_check", name); }
 
 /// The reference backward's outputs as a recording (or the BoundsCheckError it raised).
 io::BackwardRecordedOutputs record_backward(BackwardCase& c, RoundingMode write_back) {

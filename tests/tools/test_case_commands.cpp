@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "scratch_dir.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/io/case_file.h"
@@ -21,12 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("tbe_test_cases_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  return p;
-}
+fs::path scratch(const std::string& name) { return tbe::test::scratch_dir("test_cases", name); }
 
 // WARNING mode, MEAN, weighted, with one bad index (repaired to row 0 with one warning).
 io::CaseFile warning_case() {

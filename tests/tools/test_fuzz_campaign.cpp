@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "scratch_dir.h"
 #include "fuzz/backward.h"
 #include "fuzz/campaign.h"
 #include "fuzz/faulty_backend.h"
@@ -37,10 +38,7 @@ ShrinkLimits no_time_limit() {
 }
 
 std::string fresh_dir(const std::string& name) {
-  const std::filesystem::path d = std::filesystem::temp_directory_path() /
-                                  ("tbe-fuzz-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  return d.string();
+  return tbe::test::scratch_dir("fuzz_test", name).string();
 }
 
 // The first case of `op` in campaign `seed` that `judge` fails, searching cases [0, limit).

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <sstream>
 
+#include "scratch_dir.h"
 #include "tbe/errors.h"
 #include "tbe/host_case.h"
 #include "tbe/io/any_case_file.h"
@@ -207,9 +208,7 @@ TEST_CASE("ikbo rows: canaries, error agreement and a corrupted element are chec
 TEST_CASE("ikbo rows: a failing row is saved as a case folder that check and replay reproduce",
           "[verify][ikbo][cases]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tbe_test_ikbo_rows_saved_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = tbe::test::scratch_dir("test_ikbo_rows", "saved");
   FaultyIkbo be(IkboFault::WrongUser);
   IkboConfig cfg = tiny_ikbo(&be);
   cfg.save_failures_dir = dir.string();
