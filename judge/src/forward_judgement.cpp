@@ -17,8 +17,8 @@ void fail(ForwardJudgement& j, const std::string& check, const std::string& deta
   j.detail = detail;
 }
 
-// The output size of an invalid call is unknown: a generous buffer (every feature at its table's
-// D, clamped to [1, 4096], per offset, plus D_max per index; at most 2^22 elements).
+}  // namespace
+
 std::int64_t invalid_call_numel(const ForwardProblem& p) {
   std::int64_t cols = 0, maxd = 1;
   for (auto d : p.tables.dims) maxd = std::max<std::int64_t>(maxd, std::clamp(d, 1, 4096));
@@ -30,8 +30,6 @@ std::int64_t invalid_call_numel(const ForwardProblem& p) {
           (p.lookups.num_indices + 1) * maxd,
       std::int64_t{1} << 22);
 }
-
-}  // namespace
 
 ForwardExpectation expect_forward(const ForwardProblem& p) {
   ForwardExpectation e;

@@ -13,6 +13,7 @@
 #include "fuzz/draw.h"
 #include "tbe/bounds_check.h"
 #include "tbe/errors.h"
+#include "tbe/judge/forward_judgement.h"
 #include "tbe/oracle/backward_oracle.h"
 
 namespace tbe::fuzz {
@@ -53,17 +54,6 @@ void aim_run(FuzzCase& fc, Rng& r, std::int64_t target, std::int64_t max_lookups
   }
 }
 
-// The grad_output elements of an invalid call are unknown: a generous count.
-std::int64_t invalid_grad_numel(const ForwardProblem& p) {
-  std::int64_t cols = 0, maxd = 1;
-  for (auto d : p.tables.dims) maxd = std::max<std::int64_t>(maxd, std::clamp(d, 1, 2048));
-  const auto num_tables = static_cast<std::int32_t>(p.tables.dims.size());
-  for (auto t : p.tables.feature_table_map)
-    cols += (t >= 0 && t < num_tables) ? std::clamp(p.tables.dims[t], 1, 2048) : maxd;
-  return std::min<std::int64_t>((p.lookups.num_offsets + 1) * std::max<std::int64_t>(cols, 1) +
-                                    (p.lookups.num_indices + 1) * maxd,
-                                std::int64_t{1} << 22);
-}
 
 // A host output buffer followed by a canary tail (kCanaryByte).
 struct Guarded {
@@ -320,7 +310,7 @@ void build(const BackwardFuzzCase& c, BuiltBackward& out) {
 
   const ForwardProblem fp = bc.forward.view();
   const std::int64_t numel =
-      validate(fp).ok() ? make_output_layout(fp).numel : invalid_grad_numel(fp);
+      validate(fp).ok() ? make_output_layout(fp).numel : judge::invalid_call_numel(fp);
   const DType gt = bc.forward.options.policy.output;
   bc.grad_output.assign(static_cast<std::size_t>(numel) * dtype_size(gt), std::byte{0});
   for (std::int64_t i = 0; i < numel; ++i) {

@@ -45,6 +45,11 @@ struct ForwardJudgement {
   bool expected_violation = false;     ///< FATAL with an offender (BoundsCheckError expected)
 };
 
+/// Elements of a generous buffer for the output (or grad_output) of a call whose problem `p` may
+/// be invalid, so its layout is unknown: every feature at its table's D clamped to [1, 4096] per
+/// offset, plus D_max per index, at most 2^22 elements. Reads only the sizes of `p`.
+std::int64_t invalid_call_numel(const ForwardProblem& p);
+
 /// Judges dev.forward(p, ·, strategy) (and dev.repair(p) under warning/ignore). `p` may be an
 /// invalid argument: the backend must then throw the InvalidArgument tbe::validate names and write
 /// nothing into a generous poisoned buffer. Never throws for a backend's misbehaviour: every
