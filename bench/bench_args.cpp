@@ -110,7 +110,8 @@ void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
       "ikbo-fa", "the IKBO cross attention (per-user K/V reuse) on the ikbo-fa shape");
   sub->footer(
       "Times tbe::cuda::AttentionOp (map check, device grouping by user, mma.sync kernel;\n"
-      "key blocks 64 and 128) on the ikbo-fa shape: B candidates (default 2048), H=2,\n"
+      "its five tunings: key block 64, key block 128 [+ Q in registers] [+ 3 stages], the\n"
+      "last being the default) on the ikbo-fa shape: B candidates (default 2048), H=2,\n"
       "n_seed=64, Dh=128, 64 candidates per user, S in {512, ..., 16384} (or --seq), BF16 and\n"
       "FP16 (or --dtype). CUDA events, median / min / max over N iterations after warm-up, L2\n"
       "flushed between iterations; TFLOP/s on 4*B*H*n_seed*S*Dh and as % of a cuBLAS BF16\n"
