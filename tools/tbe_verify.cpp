@@ -316,32 +316,17 @@ int run(const VerifyArgs& args) {
     std::ostringstream replay;
     replay << "tbe-verify --rows backward --batch " << batch << " --seed " << args.seed
            << (args.backend == "cpu" ? " --backend cpu" : "");
-    const std::vector<BackwardRowAxes> all_rows = enumerate_backward_rows();
-    const std::size_t num_rows = all_rows.size();
-    // Schedule (the table stays in row order): the small-table rows (the last 8, short) first,
-    // then the seed-large rows route-minor: rows 1, 6, 11, ... (one per optimizer x weight decay
-    // x rounding, each with other rotated axes), then 2, 7, 12, ..., so a fault of any
-    // optimizer or rounding fails within the first rows instead of after up to 40.
-    std::vector<std::size_t> order;
-    for (std::size_t i = 0; i < num_rows; ++i)
-      if (all_rows[i].histogram != BackwardHistogram::Off) order.push_back(i);
-    std::size_t large = 0;
-    for (const BackwardRowAxes& a : all_rows) large += a.histogram == BackwardHistogram::Off;
-    constexpr std::size_t kRoutes = 5;  // route x determinism variants per (optimizer, rounding)
-    for (std::size_t r = 0; r < kRoutes; ++r)
-      for (std::size_t i = r; i < large; i += kRoutes) order.push_back(i);
-    for (std::size_t i = 0; i < num_rows; ++i)  // any row the pattern above missed
-      if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+    const std::size_t num_rows = enumerate_backward_rows().size();
     std::vector<std::size_t> todo;
-    for (std::size_t i : order)
+    for (std::size_t i : backward_row_schedule())
       if (args.backward_row == 0 || static_cast<std::int64_t>(i) + 1 == args.backward_row)
         todo.push_back(i);
     const int jobs = args.jobs > 0 ? static_cast<int>(args.jobs) : default_backward_jobs();
     backward_jobs = jobs;
     if (jobs > 1 && todo.size() > 1)
       std::cerr << "backward: " << todo.size() << " rows, " << jobs << " at a time\n";
-    // Progress in row order (rows run `jobs` at a time; each is reported when it and the rows
-    // before it are done).
+    // Progress in schedule order (rows run `jobs` at a time; each is reported when it and the
+    // rows scheduled before it are done); the table below is in row order.
     backward = brunner.run_rows(todo, jobs, [&](const BackwardRowResult& r) {
       std::cerr << "backward [" << r.index + 1 << "/" << num_rows << "] ... "
                 << to_string(r.row.verdict) << "\n";

@@ -343,6 +343,16 @@ std::string to_string(BackwardHistogram h) {
   return "?";
 }
 
+// Route / determinism variants per (optimizer, weight decay, rounding): the innermost axis of the
+// seed-large rows (enumerate_backward_rows, backward_row_schedule).
+struct RouteDet {
+  BackwardRoute route;
+  bool det;
+};
+constexpr RouteDet kRouteVariants[] = {{BackwardRoute::Short, true},   {BackwardRoute::Chunked, true},
+                                       {BackwardRoute::Chunked, false}, {BackwardRoute::Fused, true},
+                                       {BackwardRoute::Fused, false}};
+
 std::vector<BackwardRowAxes> enumerate_backward_rows() {
   struct Opt {
     OptimizerKind k;
@@ -352,19 +362,12 @@ std::vector<BackwardRowAxes> enumerate_backward_rows() {
                       {OptimizerKind::ExactRowwiseAdagrad, WeightDecayMode::None},
                       {OptimizerKind::ExactRowwiseAdagrad, WeightDecayMode::L2},
                       {OptimizerKind::ExactRowwiseAdagrad, WeightDecayMode::Decoupled}};
-  struct RouteDet {
-    BackwardRoute route;
-    bool det;
-  };
-  const RouteDet routes[] = {{BackwardRoute::Short, true},   {BackwardRoute::Chunked, true},
-                             {BackwardRoute::Chunked, false}, {BackwardRoute::Fused, true},
-                             {BackwardRoute::Fused, false}};
   const PoolingMode poolings[] = {PoolingMode::Sum, PoolingMode::Mean, PoolingMode::None};
   std::vector<BackwardRowAxes> rows;
   std::size_t i = 0;
   for (const Opt& o : opts)
     for (bool sr : {false, true})
-      for (const RouteDet& rd : routes) {
+      for (const RouteDet& rd : kRouteVariants) {
         BackwardRowAxes a;
         a.optimizer = o.k;
         a.weight_decay = o.wd;
@@ -409,6 +412,17 @@ std::vector<BackwardRowAxes> enumerate_backward_rows() {
         ++k;
       }
   return rows;
+}
+
+std::vector<std::size_t> backward_row_schedule() {
+  const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
+  std::vector<std::size_t> order, large;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    (rows[i].histogram != BackwardHistogram::Off ? order : large).push_back(i);
+  constexpr std::size_t kRoutes = std::size(kRouteVariants);
+  for (std::size_t r = 0; r < kRoutes; ++r)
+    for (std::size_t k = r; k < large.size(); k += kRoutes) order.push_back(large[k]);
+  return order;
 }
 
 std::string backward_row_label(const BackwardRowAxes& a) {
@@ -626,7 +640,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   row.seconds = seconds_since(t0);
   {
     const std::lock_guard<std::mutex> lock(state_mutex_);
-    for (const auto& [name, sec] : times.entries()) times_.add(name, sec);
+    times_.add(times);
   }
   return res;
 }

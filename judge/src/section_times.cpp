@@ -14,6 +14,10 @@ void SectionTimes::add(const std::string& section, double seconds) {
   entries_.emplace_back(section, seconds);
 }
 
+void SectionTimes::add(const SectionTimes& other) {
+  for (const auto& [name, s] : other.entries_) add(name, s);
+}
+
 double SectionTimes::seconds(const std::string& section) const {
   for (const auto& [name, s] : entries_)
     if (name == section) return s;

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include <filesystem>
@@ -206,6 +207,26 @@ TEST_CASE("backward rows: the design covers every optimizer, rounding, route and
   CHECK(i32 > 0);
   CHECK(bf16 > 0);
   CHECK(f32 > 0);
+}
+
+TEST_CASE("backward rows: the schedule runs each row once, small-table rows and every optimizer first",
+          "[verify][backward]") {
+  const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
+  const std::vector<std::size_t> order = backward_row_schedule();
+  REQUIRE(order.size() == rows.size());
+  REQUIRE(std::set<std::size_t>(order.begin(), order.end()).size() == rows.size());
+  std::size_t small = 0;
+  for (const BackwardRowAxes& a : rows) small += a.histogram != BackwardHistogram::Off;
+  for (std::size_t k = 0; k < order.size(); ++k)
+    CHECK((rows[order[k]].histogram != BackwardHistogram::Off) == (k < small));
+  // the next 8 cover every optimizer x weight decay x rounding
+  std::set<std::tuple<int, int, bool>> kinds;
+  for (std::size_t k = small; k < small + 8; ++k) {
+    const BackwardRowAxes& a = rows[order[k]];
+    kinds.insert({static_cast<int>(a.optimizer), static_cast<int>(a.weight_decay),
+                  a.stochastic_rounding});
+  }
+  CHECK(kinds.size() == 8);
 }
 
 TEST_CASE("backward rows: no GPU, the CPU fallback passes the oracle on every row",

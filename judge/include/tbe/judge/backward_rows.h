@@ -73,6 +73,11 @@ struct BackwardRowAxes {
 /// The rows in order (40: 4 optimizer/weight-decay pairs x 2 roundings x 5 route/determinism;
 /// then 8 small-table rows: sgd / rowwise_adagrad x rne / sr x own / saved counts).
 std::vector<BackwardRowAxes> enumerate_backward_rows();
+/// The order tbe-verify runs them in (indices into enumerate_backward_rows(), each once): the
+/// small-table rows first (short), then the seed-large rows route-minor (rows 1, 6, 11, ..., 36:
+/// one per optimizer x weight decay x rounding, then 2, 7, ...), so a fault of any optimizer,
+/// rounding or the histogram path fails within the first rows. Results are reported in row order.
+std::vector<std::size_t> backward_row_schedule();
 
 /// "bwd:opt=rowwise_adagrad,wd=l2,round=sr,route=fused,det=1,policy=...,w=fp16,weighted=1,..."
 std::string backward_row_label(const BackwardRowAxes& a);

@@ -31,6 +31,8 @@ class SectionTimes {
     } stop{*this, section};
     return fn();
   }
+  /// Adds every section of `other` (created at the end of the order if new).
+  void add(const SectionTimes& other);
   /// Seconds of `section` (0 if it never ran).
   double seconds(const std::string& section) const;
   /// Σ over the sections.
