@@ -14,6 +14,10 @@ int device_count();
 std::size_t device_free_bytes();
 
 /// The CUDA implementation of tbe::Backend on device 0. Throws DeviceError if no device.
+/// Every call uploads the host tensors and hands the operators poisoned device buffers
+/// (DeviceBuffer::poisoned: every byte 0xFF) as workspace, output, per-sample-weight gradient and
+/// saved-counts storage, so a kernel that counts on zeroed memory it did not zero fails every call
+/// (docs/mutation.md: bwd_atomic_accumulator_not_zeroed).
 std::unique_ptr<Backend> make_cuda_backend();
 
 }  // namespace tbe::cuda

@@ -30,6 +30,20 @@ class DeviceBuffer {
       if (e != cudaSuccess) throw DeviceError(std::string("upload: ") + cudaGetErrorString(e));
     }
   }
+  /// `bytes` of device memory with every byte kPoisonByte (one cudaMemset): NaN in FP32, FP16 and
+  /// BF16, -1 in signed and the maximum in unsigned integers. The host-tensor backends hand such
+  /// buffers to the operators as workspaces and outputs, so a kernel that reads memory it never
+  /// wrote (a counter or an accumulator it assumed zero, an output element it skipped) is wrong on
+  /// every call instead of only when cudaMalloc happens to return non-zero memory.
+  static DeviceBuffer poisoned(std::size_t bytes) {
+    DeviceBuffer b(bytes);
+    if (bytes > 0) {
+      const cudaError_t e = cudaMemset(b.ptr_, kPoisonByte, bytes);
+      if (e != cudaSuccess) throw DeviceError(std::string("poison: ") + cudaGetErrorString(e));
+    }
+    return b;
+  }
+  static constexpr int kPoisonByte = 0xff;
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
