@@ -14,6 +14,7 @@
 #include "dispatch/tuning.h"
 #include "kernels/ikbo_attention_launch.h"
 #include "kernels/ikbo_lce_launch.h"
+#include "src/ikbo_map_check.h"
 #include "tbe/cuda/check.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/workspace.h"
@@ -231,19 +232,7 @@ void AttentionOp::finish() {
   if (!P.ran) throw DeviceError("AttentionOp::finish: run() was not called");
   cuda_check(cudaStreamSynchronize(P.stream), "attention (stream synchronize)");
   cuda_check(cudaGetLastError(), "attention (kernels)");
-  unsigned long long bad = detail::kLceMapOk;
-  cuda_check(cudaMemcpy(&bad, P.map_error, sizeof bad, cudaMemcpyDeviceToHost), "read map flag");
-  if (bad == detail::kLceMapOk) return;
-  // Same message as the reference: validate_map on the downloaded map names the first offender.
-  std::vector<std::int32_t> map(static_cast<std::size_t>(P.p.B));
-  cuda_check(cudaMemcpy(map.data(), P.p.cand_to_user, map.size() * sizeof(std::int32_t),
-                        cudaMemcpyDeviceToHost),
-             "download cand_to_user");
-  const Status st = ikbo::validate_map(map, P.p.U);
-  if (!st.ok()) throw InvalidArgument(st);
-  throw InvalidArgument("cand_to_user", "cand_to_user[" + std::to_string(bad) +
-                                            "]: outside [0, U=" + std::to_string(P.p.U) +
-                                            ") during run() (the map changed since)");
+  detail::throw_if_map_error(P.map_error, P.p.cand_to_user, P.p.B, P.p.U, "attention");
 }
 
 }  // namespace tbe::cuda

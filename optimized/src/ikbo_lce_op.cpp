@@ -20,6 +20,7 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/ikbo_lce_launch.h"
+#include "src/ikbo_map_check.h"
 #include "tbe/cuda/check.h"
 #include "tbe/cuda/workspace.h"
 #include "tbe/errors.h"
@@ -615,19 +616,7 @@ void LceOp::finish() {
   if (!P.ran) throw DeviceError("LceOp::finish: run() was not called");
   cuda_check(cudaStreamSynchronize(P.stream), "lce (stream synchronize)");
   cuda_check(cudaGetLastError(), "lce (kernels)");
-  unsigned long long bad = detail::kLceMapOk;
-  cuda_check(cudaMemcpy(&bad, P.map_error, sizeof bad, cudaMemcpyDeviceToHost), "read map flag");
-  if (bad == detail::kLceMapOk) return;
-  // Same message as the reference: validate_map on the downloaded map names the first offender.
-  std::vector<std::int32_t> map(static_cast<std::size_t>(P.p.B));
-  cuda_check(cudaMemcpy(map.data(), P.p.cand_to_user, map.size() * sizeof(std::int32_t),
-                        cudaMemcpyDeviceToHost),
-             "download cand_to_user");
-  const Status s = ikbo::validate_map(map, P.p.U);
-  if (!s.ok()) throw InvalidArgument(s);
-  throw InvalidArgument("cand_to_user", "cand_to_user[" + std::to_string(bad) +
-                                            "]: outside [0, U=" + std::to_string(P.p.U) +
-                                            ") during run() (the map changed since)");
+  detail::throw_if_map_error(P.map_error, P.p.cand_to_user, P.p.B, P.p.U, "lce");
 }
 
 }  // namespace tbe::cuda
