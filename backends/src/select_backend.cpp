@@ -61,7 +61,16 @@ std::vector<std::unique_ptr<ikbo::IkboBackend>> select_ikbo_backends(BackendKind
   }
 #ifdef TBE_HAVE_CUDA
   if (cuda::device_count() <= 0) throw DeviceError("ikbo backend cuda: no CUDA device is visible");
-  for (cuda::LceStage s : cuda::kLceStages) out.push_back(cuda::make_cuda_ikbo_backend(s));
+  for (cuda::LceStage s : cuda::kLceStages) {
+    cuda::CudaIkboOptions o;
+    o.stage = s;
+    out.push_back(cuda::make_cuda_ikbo_backend(o));
+  }
+  cuda::CudaIkboOptions chunked;
+  chunked.stage = cuda::LceStage::L2Chunked;
+  chunked.lce.chunk_candidates = kVerifyChunkCandidates;
+  chunked.map_check = cuda::MapCheck::Device;
+  out.push_back(cuda::make_cuda_ikbo_backend(chunked));
   return out;
 #else
   out.push_back(select_ikbo_backend(BackendKind::Cuda));  // throws: no CUDA in this build

@@ -261,7 +261,8 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
               be.attention(q, o);
             },
             [&](const std::vector<double>& v) { return oracle::judge_attention(p, enc, v); },
-            std::vector<ikbo::IkboBackend*>{cfg.device});
+            cfg.attention_devices.empty() ? std::vector<ikbo::IkboBackend*>{cfg.device}
+                                          : cfg.attention_devices);
     save(io::AttentionCaseFile{}, c);
   }
   return res;

@@ -14,31 +14,39 @@
 
 namespace tbe::cuda {
 
+std::string to_string(MapCheck m) { return m == MapCheck::Host ? "host" : "device"; }
+
 namespace {
 
 class CudaIkboBackend final : public ikbo::IkboBackend {
  public:
-  CudaIkboBackend(LceStage stage, const AttentionTuning& attention)
-      : stage_(stage), attention_tuning_(attention) {
+  explicit CudaIkboBackend(const CudaIkboOptions& o) : o_(o) {
+    if (o.lce.chunk_candidates < 0)  // LceOp's limit, reported before any call
+      throw InvalidArgument("options.lce.chunk_candidates",
+                            "options.lce.chunk_candidates: " +
+                                std::to_string(o.lce.chunk_candidates) + " must be >= 0");
     cudaDeviceProp prop{};
     cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     cuda_check(cudaSetDevice(0), "cudaSetDevice");
-    name_ = std::string("cuda:") + prop.name + " (lce: " + to_string(stage) +
-            "; attention: mma-sync)";
+    name_ = std::string("cuda:") + prop.name + " (lce: " + to_string(o.stage) +
+            (o.lce.chunk_candidates > 0
+                 ? ", " + std::to_string(o.lce.chunk_candidates) + " candidates per chunk"
+                 : std::string()) +
+            "; attention: mma-sync" +
+            (o.map_check == MapCheck::Device ? "; map check on device" : "") + ")";
   }
   std::string name() const override { return name_; }
   std::vector<std::string> last_paths() const override { return paths_; }
-  Status lce_limits(const ikbo::LceProblem& p) const override {
-    return LceOp::can_implement(p, p.cand_to_user);
-  }
+  Status lce_limits(const ikbo::LceProblem& p) const override { return lce_checks(p); }
   Status attention_limits(const ikbo::AttentionProblem& p) const override {
-    return AttentionOp::can_implement(p, p.cand_to_user, attention_tuning_);
+    return attention_checks(p);
   }
 
   void lce(const ikbo::LceProblem& p, void* out) override {
     paths_.clear();
-    // before any upload: problem, host map, CUDA limits (then LceOp checks nothing again)
-    throw_if_error(LceOp::can_implement(p, p.cand_to_user));
+    // before any upload: problem, host map (MapCheck::Host), CUDA limits; LceOp checks nothing
+    // again (the device map pass runs in either mode)
+    throw_if_error(lce_checks(p));
     const std::size_t es = dtype_size(p.policy.storage);
     DeviceBuffer w_c(p.w_c, static_cast<std::size_t>(p.M * p.K_c) * es);
     DeviceBuffer w_u(p.w_u, static_cast<std::size_t>(p.M * p.K_u) * es);
@@ -53,9 +61,10 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     dp.e_c = dev(e_c);
     dp.e_u = p.e_u != nullptr ? dev(e_u) : nullptr;
     dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
-    LceOp op(dp, kValidated, stage_);
+    LceOp op(dp, kValidated, o_.stage, LceLayout{}, o_.lce);
     const std::size_t out_bytes = static_cast<std::size_t>(p.B * p.M * p.N) * es;
-    DeviceBuffer d_out(out_bytes), ws(op.workspace_bytes());
+    const DeviceBuffer d_out = DeviceBuffer::poisoned(out_bytes);
+    const DeviceBuffer ws = DeviceBuffer::poisoned(op.workspace_bytes());
     op.run(d_out.get(), ws.get(), nullptr);
     op.finish();  // throws before anything is downloaded
     if (out_bytes > 0)
@@ -65,8 +74,9 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
 
   void attention(const ikbo::AttentionProblem& p, void* out) override {
     paths_.clear();
-    // before any upload: problem, host map, CUDA limits (then AttentionOp checks nothing again)
-    throw_if_error(AttentionOp::can_implement(p, p.cand_to_user, attention_tuning_));
+    // before any upload: problem, host map (MapCheck::Host), CUDA limits; AttentionOp checks
+    // nothing again (the device map pass runs in either mode)
+    throw_if_error(attention_checks(p));
     const std::int64_t n = ikbo::attention_output_numel(p);
     if (n > 0 && out == nullptr)
       throw InvalidArgument("out", "out: null pointer for B·n_seed·H·Dh = " + std::to_string(n) +
@@ -83,8 +93,9 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     dp.k = dev(k);
     dp.v = dev(v);
     dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
-    AttentionOp op(dp, kValidated, attention_tuning_);
-    DeviceBuffer d_out(static_cast<std::size_t>(n) * es), ws(op.workspace_bytes());
+    AttentionOp op(dp, kValidated, o_.attention);
+    const DeviceBuffer d_out = DeviceBuffer::poisoned(static_cast<std::size_t>(n) * es);
+    const DeviceBuffer ws = DeviceBuffer::poisoned(op.workspace_bytes());
     op.run(d_out.get(), ws.get(), nullptr);
     op.finish();  // throws before anything is downloaded
     if (n > 0)
@@ -95,18 +106,27 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
   }
 
  private:
-  LceStage stage_;
-  AttentionTuning attention_tuning_;
+  Status lce_checks(const ikbo::LceProblem& p) const {
+    return o_.map_check == MapCheck::Host
+               ? LceOp::can_implement(p, p.cand_to_user, LceLayout{}, o_.lce)
+               : LceOp::can_implement(p, LceLayout{}, o_.lce);
+  }
+  Status attention_checks(const ikbo::AttentionProblem& p) const {
+    return o_.map_check == MapCheck::Host
+               ? AttentionOp::can_implement(p, p.cand_to_user, o_.attention)
+               : AttentionOp::can_implement(p, o_.attention);
+  }
+
+  CudaIkboOptions o_;
   std::string name_;
   std::vector<std::string> paths_;  ///< the last successful call's op paths
 };
 
 }  // namespace
 
-std::unique_ptr<ikbo::IkboBackend> make_cuda_ikbo_backend(LceStage stage,
-                                                          const AttentionTuning& attention) {
+std::unique_ptr<ikbo::IkboBackend> make_cuda_ikbo_backend(const CudaIkboOptions& options) {
   if (device_count() <= 0) throw DeviceError("make_cuda_ikbo_backend: no CUDA device is visible");
-  return std::make_unique<CudaIkboBackend>(stage, attention);
+  return std::make_unique<CudaIkboBackend>(options);
 }
 
 }  // namespace tbe::cuda

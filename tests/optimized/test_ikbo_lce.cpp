@@ -342,24 +342,48 @@ TEST_CASE("ikbo lce: the CUDA IKBO backend runs LceOp (and attention on the GPU)
   const LceOutcome op = run_lce_gpu(c.view(), LceStage::PaddedK);  // the backend's default stage
   REQUIRE(op.output == out);  // the same kernels (cuBLAS without atomics: deterministic)
 
-  // a bad map: the reference's error, the host output untouched
-  c.cand_to_user[3] = 4;
-  std::vector<std::byte> untouched(out.size(), std::byte{0x5a});
-  std::string gpu_what, cpu_what;
-  try {
-    gpu->lce(c.view(), untouched.data());
-  } catch (const InvalidArgument& e) {
-    gpu_what = e.what();
+  // The map checked on the device only (a device-resident map's caller), L2Chunked in chunks of
+  // 5 candidates (4 chunks, the last partial): the same output as the reference's enclosures.
+  cuda::CudaIkboOptions dev_opts;
+  dev_opts.stage = LceStage::L2Chunked;
+  dev_opts.lce.chunk_candidates = 5;
+  dev_opts.map_check = cuda::MapCheck::Device;
+  const std::unique_ptr<ikbo::IkboBackend> gpu_dev = cuda::make_cuda_ikbo_backend(dev_opts);
+  REQUIRE(gpu_dev->name().find("l2-chunked, 5 candidates per chunk") != std::string::npos);
+  REQUIRE(gpu_dev->name().find("map check on device") != std::string::npos);
+  std::vector<std::byte> out_dev = c.make_output();
+  gpu_dev->lce(c.view(), out_dev.data());
+  REQUIRE(oracle::check_lce(c.view(), out_dev.data()).passed());
+
+  // a bad map (a value = U, and a negative one): the reference's error from either check, the
+  // host output untouched
+  for (const std::int32_t bad : {static_cast<std::int32_t>(c.shape.U), std::int32_t{-1}}) {
+    c.cand_to_user[3] = bad;
+    std::string cpu_what;
+    try {
+      std::vector<std::byte> o2 = c.make_output();
+      cpu->lce(c.view(), o2.data());
+    } catch (const InvalidArgument& e) {
+      cpu_what = e.what();
+    }
+    REQUIRE(!cpu_what.empty());
+    for (ikbo::IkboBackend* be : {gpu.get(), gpu_dev.get()}) {
+      INFO(be->name() << ", cand_to_user[3] = " << bad);
+      std::vector<std::byte> untouched(out.size(), std::byte{0x5a});
+      std::string gpu_what;
+      try {
+        be->lce(c.view(), untouched.data());
+      } catch (const InvalidArgument& e) {
+        gpu_what = e.what();
+        REQUIRE(e.argument() == "cand_to_user[3]");
+      }
+      REQUIRE(gpu_what == cpu_what);
+      REQUIRE(untouched == std::vector<std::byte>(out.size(), std::byte{0x5a}));
+    }
   }
-  try {
-    std::vector<std::byte> o2 = c.make_output();
-    cpu->lce(c.view(), o2.data());
-  } catch (const InvalidArgument& e) {
-    cpu_what = e.what();
-  }
-  REQUIRE(!gpu_what.empty());
-  REQUIRE(gpu_what == cpu_what);
-  REQUIRE(untouched == std::vector<std::byte>(out.size(), std::byte{0x5a}));
+  cuda::CudaIkboOptions bad_opts;
+  bad_opts.lce.chunk_candidates = -1;
+  REQUIRE_THROWS_AS(cuda::make_cuda_ikbo_backend(bad_opts), InvalidArgument);
 
   // attention runs on the GPU (test_ikbo_attention.cpp): a head dimension without a kernel is an
   // InvalidArgument naming Dh, never a silent CPU fallback; the output stays untouched

@@ -305,26 +305,38 @@ namespace {
 
 /// The reference, except that attention claims the CUDA kernel's limit (Dh 64 / 128 only) and,
 /// when `honest`, raises it; a dishonest one claims the limit but computes anyway.
+/// `limits_first`: the limit is checked before the map (the CUDA backend with
+/// MapCheck::Device, which sees the map only on the device), and limits do not look at the map.
 class LimitedIkbo final : public ikbo::IkboBackend {
  public:
-  explicit LimitedIkbo(bool honest) : honest_(honest) {}
+  explicit LimitedIkbo(bool honest, bool limits_first = false)
+      : honest_(honest), limits_first_(limits_first) {}
   std::string name() const override { return "cpu-reference-limited"; }
   void lce(const ikbo::LceProblem& p, void* out) override { inner_->lce(p, out); }
   void attention(const ikbo::AttentionProblem& p, void* out) override {
     // the CUDA backend's order (AttentionOp::can_implement): problem, map, then its own limits
     throw_if_error(ikbo::validate(p));
+    if (limits_first_ && honest_) throw_if_error(dh_limit(p));
     throw_if_error(ikbo::validate_map(
         std::span<const std::int32_t>(p.cand_to_user, static_cast<std::size_t>(p.B)), p.U));
-    if (honest_) throw_if_error(attention_limits(p));
+    if (honest_) throw_if_error(dh_limit(p));
     inner_->attention(p, out);
   }
   Status attention_limits(const ikbo::AttentionProblem& p) const override {
-    if (p.Dh == 64 || p.Dh == 128) return Status::Ok();
-    return Status::Invalid("attention.Dh", "attention.Dh: " + std::to_string(p.Dh) + " not 64/128");
+    if (!limits_first_) {  // the host-map backend's limits name a bad map first
+      const Status m = ikbo::validate_map(
+          std::span<const std::int32_t>(p.cand_to_user, static_cast<std::size_t>(p.B)), p.U);
+      if (!m.ok() && ikbo::validate(p).ok()) return m;
+    }
+    return dh_limit(p);
   }
 
  private:
-  bool honest_;
+  static Status dh_limit(const ikbo::AttentionProblem& p) {
+    if (p.Dh == 64 || p.Dh == 128) return Status::Ok();
+    return Status::Invalid("attention.Dh", "attention.Dh: " + std::to_string(p.Dh) + " not 64/128");
+  }
+  bool honest_, limits_first_;
   std::unique_ptr<ikbo::IkboBackend> inner_ = ikbo::make_reference_ikbo_backend();
 };
 
@@ -349,4 +361,46 @@ TEST_CASE("ikbo: a backend's documented limit is expected, not a failure; a limi
   }
   CHECK(limited > 0);  // the generator still draws unsupported Dh
   CHECK(run > limited);  // and mostly what the CUDA kernel runs
+}
+
+TEST_CASE("ikbo: a bad map beside an unsupported shape may be reported as either; another "
+          "argument is a failure",
+          "[fuzz][ikbo]") {
+  LimitedIkbo map_first(true), limits_first(true, /*limits_first=*/true);
+  int both = 0;
+  for (std::uint64_t i = 0; i < 6000 && both < 8; ++i) {
+    IkboFuzzCase c = generate_ikbo_case(1, i, true);
+    if (c.att.B == 0 || c.att.Dh == 64 || c.att.Dh == 128) continue;
+    c.bad = BadMap::ValueU;
+    c.bad_at = 0;
+    ++both;
+    INFO(describe(c));
+    const IkboJudgement a = judge_ikbo_case(map_first, c);
+    const IkboJudgement b = judge_ikbo_case(limits_first, c);
+    CHECK_FALSE(a.verdict.failed);  // names cand_to_user[0]
+    CHECK_FALSE(b.verdict.failed);  // names attention.Dh
+    CHECK(*a.error == "invalid_argument");
+    CHECK(*b.error == "invalid_argument");
+  }
+  CHECK(both == 8);
+  // a backend naming neither the map nor its limit still fails
+  class WrongArgument final : public ikbo::IkboBackend {
+   public:
+    std::string name() const override { return "wrong-argument"; }
+    void lce(const ikbo::LceProblem&, void*) override {}
+    void attention(const ikbo::AttentionProblem&, void*) override {
+      throw InvalidArgument("attention.H", "attention.H: made up");
+    }
+    Status attention_limits(const ikbo::AttentionProblem&) const override {
+      return Status::Invalid("attention.Dh", "attention.Dh: not 64/128");
+    }
+  } wrong;
+  for (std::uint64_t i = 0; i < 6000; ++i) {
+    IkboFuzzCase c = generate_ikbo_case(1, i, true);
+    if (c.att.B == 0 || c.att.Dh == 64 || c.att.Dh == 128) continue;
+    c.bad = BadMap::ValueU;
+    c.bad_at = 0;
+    CHECK(judge_ikbo_case(wrong, c).verdict.failed);
+    break;
+  }
 }

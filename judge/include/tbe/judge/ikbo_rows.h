@@ -44,6 +44,10 @@ struct IkboConfig {
   /// (not owned) Backends the LCE device rows run on, one row each (tbe-verify: one per LCE
   /// stage, select_ikbo_backends); empty: `device`. Ignored when `device` is null.
   std::vector<ikbo::IkboBackend*> lce_devices;
+  /// (not owned) Backends the attention device rows run on, one row each (tbe-verify: the first
+  /// and the last of select_ikbo_backends: the map checked on the host, and on the device only);
+  /// empty: `device`. Ignored when `device` is null.
+  std::vector<ikbo::IkboBackend*> attention_devices;
   std::string skip_reason;
   bool include_fp32 = false;  ///< fp32 storage rows (the reference supports them)
   ikbo::LceRounding lce_rounding = ikbo::LceRounding::RoundOnce;
