@@ -21,6 +21,21 @@ namespace {
 constexpr int kBagsPerBlock = tuning::SmallTable::kBackwardBagsPerBlock;
 constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
 
+// f(mt, q, i, e, d) for each element acc[mt][q][i] this thread owns in the m16n8 accumulator
+// fragments of the MT × NT tiles: row e (table row) and column d of the feature's block.
+template <class F>
+__device__ __forceinline__ void for_each_owned(int warp, int g, int t, int MT, int NT, F&& f) {
+#pragma unroll
+  for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+    for (int q = 0; q < kStMaxNTiles / kStWarps; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int nt = warp + kStWarps * q;
+        if (mt < MT && nt < NT) f(mt, q, i, mt * 16 + g + 8 * (i >> 1), nt * 8 + 2 * t + (i & 1));
+      }
+}
+
 template <class Grad, class Idx>
 __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const SmallTableBackwardArgs a) {
   if (fatal_aborted(a.run.abort_key)) return;
@@ -135,23 +150,14 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
         }
       } else {
         // exact FP64 tile sum of c·g' over the 16 bags (c·g' is exact in FP64), one FP32 rounding
-#pragma unroll
-        for (int mt = 0; mt < kStMaxKTiles; ++mt)
-#pragma unroll
-          for (int q = 0; q < kStMaxNTiles / kStWarps; ++q)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int nt = warp + kStWarps * q;
-              const int e = mt * 16 + g + 8 * (i >> 1), d = nt * 8 + 2 * t + (i & 1);
-              if (mt < MT && nt < NT) {
-                double sum = 0.0;
-                for (int b = 0; b < 16; ++b) {
-                  const float c = __half2float(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k0 + b]));
-                  if (c != 0.0f) sum += static_cast<double>(c) * static_cast<double>(g_s[b][d]);
-                }
-                acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __double2float_rn(sum));
-              }
-            }
+        for_each_owned(warp, g, t, MT, NT, [&](int mt, int q, int i, int e, int d) {
+          double sum = 0.0;
+          for (int b = 0; b < 16; ++b) {
+            const float c = __half2float(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k0 + b]));
+            if (c != 0.0f) sum += static_cast<double>(c) * static_cast<double>(g_s[b][d]);
+          }
+          acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __double2float_rn(sum));
+        });
       }
     }
     __syncthreads();  // g_s, hi_t, lo_t and the reductions are rewritten by the next k-step
@@ -160,16 +166,8 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
   // partials [j][block][64][128] and the rows' lookups in this block's bags
   const std::int64_t slot = static_cast<std::int64_t>(j) * a.blocks_per_feature + blockIdx.x;
   float* P = a.partials + slot * kStMaxRows * kStMaxDim;
-#pragma unroll
-  for (int mt = 0; mt < kStMaxKTiles; ++mt)
-#pragma unroll
-    for (int q = 0; q < kStMaxNTiles / kStWarps; ++q)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int nt = warp + kStWarps * q;
-        if (mt < MT && nt < NT)
-          P[(mt * 16 + g + 8 * (i >> 1)) * kStMaxDim + nt * 8 + 2 * t + (i & 1)] = acc[mt][q][i];
-      }
+  for_each_owned(warp, g, t, MT, NT,
+                 [&](int mt, int q, int i, int e, int d) { P[e * kStMaxDim + d] = acc[mt][q][i]; });
   for (int e = threadIdx.x; e < E_pad; e += kStBlock) {
     int sl = 0;
     for (std::int64_t k = k_begin; k < k_end; ++k)
