@@ -111,9 +111,11 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
     spec.feature_L = {128, 64, 20};
   }
   if (a.shared_tables) {
-    // Features 0 and 1 share table 0: one update per row for both.
+    // Features 0 and 2 share table 0 (one update per row for both) with feature 1's table 1
+    // between them: the lookups of a row of table 0 come before and after table 1's in bag order,
+    // so a sort that ignores the high key bits (Σ E_t needs more than max E_t) splits its run.
     for (std::int64_t f = 0; f < spec.T; ++f)
-      spec.feature_table_map.push_back(static_cast<std::int32_t>(std::max<std::int64_t>(0, f - 1)));
+      spec.feature_table_map.push_back(static_cast<std::int32_t>(f == 2 ? 0 : f < 2 ? f : f - 1));
   }
   spec.weighted = a.weighted;
   spec.vbe_ranks = a.vbe ? 3 : 0;
@@ -147,7 +149,7 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   o.max_norm = a.max_norm ? 5.0 : 0.0;
   o.max_gradient = a.clip_gradient ? 0.5 : 0.0;
   p.options.sr_seed = row_seed;
-  p.options.sr_offset = 0;
+  p.options.sr_offset = (row_seed >> 44) | 1;  // a later call's offset (never 0)
   if (a.optimizer == OptimizerKind::ExactRowwiseAdagrad) {
     in.momentum.assign(static_cast<std::size_t>(total_rows(in.fc)), 0.0f);
     if (a.momentum_nonzero)
@@ -190,6 +192,44 @@ void build_c12(BackwardInputs& in, DType weights, std::uint64_t seed) {
   p.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
   p.options.optimizer.learning_rate = ulp_of_one / 4.0;
   p.options.optimizer.eps = 1e-10;
+  p.options.sr_seed = seed;
+}
+
+// The hi/lo probe of the small-table rows (docs/backward.md): one small-table feature (E = 48,
+// D = 128, B = 72 bags of L = 64, every row looked up exactly 96 times: SL above the histogram
+// path's minimum run, 74 + blocks) with zero FP16 weights, SGD at lr 1 and RNE, so each updated
+// row is the negated FP32 gradient sum of its 96 lookups, rounded once to FP16. grad_output has
+// full FP32 mantissas: the lo part of the path's FP16 split moves each sum by about 0.2 of an
+// FP16 ulp, well beyond that sum's enclosure (~0.07 ulp), so a backward that drops lo misses
+// about one element in eight.
+void build_hilo_probe(BackwardInputs& in, PolicyKind policy, std::uint64_t seed) {
+  ForwardCase& c = in.fc;
+  const std::int64_t E = 48, D = 128, B = 72, L = 64;  // B·L = 96·E
+  c.set_tables(DType::F16, {E}, {static_cast<std::int32_t>(D)});  // zero rows
+  c.feature_table_map = {0};
+  c.index_dtype = DType::I64;
+  c.indices.resize(B * L);
+  c.offsets.resize(B + 1);
+  Rng g(seed, 0x68696c6fULL);  // "hilo"
+  for (std::int64_t i = 0; i < B * L; ++i) c.indices[i] = i % E;
+  for (std::int64_t i = B * L - 1; i > 0; --i)  // Fisher-Yates: rows spread over the bags
+    std::swap(c.indices[i], c.indices[g.uniform_int(i + 1)]);
+  for (std::int64_t b = 0; b <= B; ++b) c.offsets[b] = b * L;
+  c.batch_size = B;
+  c.options.pooling = PoolingMode::Sum;
+  c.options.bounds_check = BoundsCheckMode::None;
+  c.options.policy = make_policy(policy, DType::F16, DType::F32, RoundingMode::Nearest);
+  ForwardProblem fp = c.view();
+  in.grad_output.assign(static_cast<std::size_t>(B * D) * sizeof(float), std::byte{0});
+  for (std::int64_t i = 0; i < B * D; ++i)
+    store_from_double(DType::F32, in.grad_output.data(), i, 2.0 * g.uniform() - 1.0);
+  in.momentum.clear();
+  BackwardProblem& p = in.problem;
+  p.forward = fp;
+  p.grad_output = in.grad_output.data();
+  p.momentum = nullptr;
+  p.options.optimizer.kind = OptimizerKind::ExactSgd;
+  p.options.optimizer.learning_rate = 1.0;
   p.options.sr_seed = seed;
 }
 
@@ -419,9 +459,13 @@ std::vector<std::size_t> backward_row_schedule() {
   std::vector<std::size_t> order, large;
   for (std::size_t i = 0; i < rows.size(); ++i)
     (rows[i].histogram != BackwardHistogram::Off ? order : large).push_back(i);
-  constexpr std::size_t kRoutes = std::size(kRouteVariants);
-  for (std::size_t r = 0; r < kRoutes; ++r)
-    for (std::size_t k = r; k < large.size(); k += kRoutes) order.push_back(large[k]);
+  // large[g·R + r]: optimizer variant g (G of them), route variant r (R). Position p runs
+  // (g, r) = (p mod G, p mod R): G and R coprime, so the first G positions hold every optimizer
+  // variant, every R consecutive ones every route, and all G·R pairs appear once (CRT).
+  constexpr std::size_t R = std::size(kRouteVariants);
+  const std::size_t G = large.size() / R;
+  static_assert(R == 5, "G = 8 optimizer variants must stay coprime with R");
+  for (std::size_t p = 0; p < large.size(); ++p) order.push_back(large[(p % G) * R + p % R]);
   return order;
 }
 
@@ -457,13 +501,15 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
   row.target = cfg_.device ? Target::Device : Target::SelfCheck;
   const std::uint64_t row_seed = stable_hash(res.label) ^ (cfg_.seed * 0x9E3779B97F4A7C15ULL);
   // What a failing row is saved from: the judged calls' inputs, outputs or errors.
-  BackwardInputs in, c12;
-  BackwardResultBuffers out, out12;
-  JudgedCall main_call, c12_call;
+  BackwardInputs in, c12, hilo;
+  BackwardResultBuffers out, out12, out_hilo;
+  JudgedCall main_call, c12_call, hilo_call;
   main_call.in = &in;
   main_call.out = &out;
   c12_call.in = &c12;
   c12_call.out = &out12;
+  hilo_call.in = &hilo;
+  hilo_call.out = &out_hilo;
   std::string implementation;
   try {
     times.time("generation", [&] { build_inputs(in, cfg_, a, row_seed); });
@@ -585,7 +631,49 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << ", expected 0.22..0.28)";
       row.checks.push_back(agreement("c12.sr", z12.passed() && frac >= 0.22 && frac <= 0.28,
                                      os.str()));
+      // The draws depend on sr_offset (the Philox counter a caller advances between calls): the
+      // same problem at the next offset moves an independent ~25% of the elements, so the two
+      // results differ in 2·0.25·0.75 = 37.5% of them (σ ≈ 0.8% at 4096; the same draws: 0%).
+      BackwardInputs c12_next = c12;
+      c12_next.problem.forward = c12_next.fc.view();
+      c12_next.problem.grad_output = c12_next.grad_output.data();
+      c12_next.problem.momentum = c12_next.momentum.data();
+      c12_next.problem.options.sr_offset = c12.problem.options.sr_offset + 1;
+      BackwardResultBuffers out12_next = fresh_outputs(c12_next);
+      dev.backward(c12_next.problem, out12_next.outputs(), strategy);
+      std::int64_t differ = 0;
+      for (std::int64_t i = 0; i < n; ++i)
+        differ += load_as_double(a.weights, out12.weights.data(), i) !=
+                  load_as_double(a.weights, out12_next.weights.data(), i);
+      const double dfrac = static_cast<double>(differ) / static_cast<double>(n);
+      std::ostringstream od;
+      od << "sr_offset " << c12.problem.options.sr_offset << " vs "
+         << c12_next.problem.options.sr_offset << ": " << differ << "/" << n
+         << " elements rounded differently (" << dfrac << ", expected 0.30..0.45)";
+      row.checks.push_back(agreement("c12.sr_offset", dfrac >= 0.30 && dfrac <= 0.45, od.str()));
       times.add("sr tests", seconds_since(t_sr));
+    }
+    if (small) {
+      // The hi/lo probe: the histogram backward's lo part of grad_output is visible.
+      const auto t_probe = std::chrono::steady_clock::now();
+      build_hilo_probe(hilo, a.policy, row_seed);
+      const oracle::BackwardEnclosures enc_hilo = oracle::compute_backward_enclosures(hilo.problem);
+      out_hilo = fresh_outputs(hilo);
+      hilo_call.strategy = strategy;
+      const BackwardStats st_hilo = hilo_call.run(dev);
+      add_report_checks(row, oracle::judge_backward(hilo.problem, enc_hilo, out_hilo.view()),
+                        "hilo.");
+      if (cfg_.device) {
+        const bool ran = st_hilo.counters.histogram_runs > 0 &&
+                         std::find(st_hilo.paths.begin(), st_hilo.paths.end(),
+                                   "bwd.small_table") != st_hilo.paths.end();
+        row.checks.push_back(agreement(
+            "hilo.path", ran,
+            std::to_string(st_hilo.counters.histogram_runs) +
+                " rows updated from the histogram" +
+                (ran ? "" : ": the probe did not take the small-table path")));
+      }
+      times.add("probes", seconds_since(t_probe));
     }
     finish_row(row);
   } catch (const std::exception& e) {
@@ -605,26 +693,36 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
       res.save_note = "not saved (--save-failures-max " + std::to_string(cfg_.save_failures_max) +
                       " reached)";
     } else {
-      // The C12 problem when only its checks failed (or its call raised), else the row's.
-      bool only_c12 = c12_call.ran;
-      for (const Check& ck : row.checks)
-        if (!ck.passed && ck.name.rfind("c12.", 0) != 0 && !(ck.name == "error" && c12_call.error))
-          only_c12 = false;
-      const JudgedCall& judged = only_c12 ? c12_call : main_call;
+      // A probe's problem (C12, hi/lo) when only its checks failed (or its call raised), else
+      // the row's.
+      auto only = [&](const JudgedCall& probe, const std::string& prefix) {
+        if (!probe.ran) return false;
+        for (const Check& ck : row.checks)
+          if (!ck.passed && ck.name.rfind(prefix, 0) != 0 && !(ck.name == "error" && probe.error))
+            return false;
+        return true;
+      };
+      const bool only_c12 = only(c12_call, "c12.");
+      const bool only_hilo = !only_c12 && only(hilo_call, "hilo.");
+      const JudgedCall& judged = only_c12 ? c12_call : only_hilo ? hilo_call : main_call;
+      const std::string probe_suffix = only_c12 ? "-c12" : only_hilo ? "-hilo" : "";
+      const std::string probe_note = only_c12    ? " (its C12 problem)"
+                                     : only_hilo ? " (its hi/lo probe)"
+                                                 : "";
       if (!judged.ran) {
         res.save_note = "not saved (the row failed before its backward call)";
         const std::lock_guard<std::mutex> lock(state_mutex_);
         --saved_failures_;
       } else {
         const std::string dir = cfg_.save_failures_dir + "/backward-row-" +
-                                std::to_string(row_index + 1) + (only_c12 ? "-c12" : "");
+                                std::to_string(row_index + 1) + probe_suffix;
         std::string failed;
         for (const Check& ck : row.checks)
           if (!ck.passed) failed += (failed.empty() ? "" : ", ") + ck.name;
         std::ostringstream prov;
         prov << "tbe-verify --rows backward: workload " << cfg_.workload << " slice T="
              << cfg_.features << " B=" << cfg_.batch << " seed=" << cfg_.seed << ", row "
-             << row_index + 1 << " " << res.label << (only_c12 ? " (its C12 problem)" : "")
+             << row_index + 1 << " " << res.label << probe_note
              << ", " << to_string(row.target) << " row failed: " << failed;
         try {
           write_backward_case(dir, judged, res.label, prov.str(), cfg_.seed, implementation);

@@ -17,6 +17,7 @@
 #include "tbe/io/backward_case_file.h"
 #include "tbe/judge/backward_rows.h"
 #include "tbe/judge/case_commands.h"
+#include "tbe/precision.h"
 
 using namespace tbe;
 using namespace tbe::judge;
@@ -30,6 +31,8 @@ enum class BwdFault {
   FlipBitOnSecondCall,
   NoLongRoute,
   NoHistogram,  // the small-table tables stay on the generic routes
+  SrOffsetIgnored,      // stochastic rounding draws as if sr_offset were 0
+  HistogramLoDropped,   // a call with a histogram table sees grad_output to 11 bits (hi only)
 };
 
 // A table the stand-in updates "from the histogram" (the CUDA path's shape: FP16, E <= 64,
@@ -67,6 +70,21 @@ class RoutingStandIn : public Backend {
     BackwardProblem q = p;
     if (fault_ == BwdFault::NearestInsteadOfStochastic)
       q.forward.options.policy.write_back = RoundingMode::Nearest;
+    if (fault_ == BwdFault::SrOffsetIgnored) q.options.sr_offset = 0;
+    std::vector<std::byte> hi_only;
+    bool any_hist = false;
+    for (std::int64_t t = 0; t < p.forward.tables.num_tables(); ++t)
+      any_hist |= histogram_table(p.forward, t);
+    if (fault_ == BwdFault::HistogramLoDropped && any_hist) {
+      // FP32 grad_output (the rows' type), each element rounded to FP16's 11 significant bits
+      const DType g = p.forward.options.policy.output;
+      const std::int64_t n = make_output_layout(p.forward).numel;
+      hi_only.resize(static_cast<std::size_t>(n) * dtype_size(g));
+      for (std::int64_t i = 0; i < n; ++i)
+        store_from_double(g, hi_only.data(), i,
+                          round_to(DType::F16, load_as_double(g, p.grad_output, i) * 1024.0) / 1024.0);
+      q.grad_output = hi_only.data();
+    }
     const BackwardReference ref = backward_reference_fp64(q);
     BackwardStats st = ref_->backward(q, out, s);
     st.paths.clear();
@@ -209,7 +227,8 @@ TEST_CASE("backward rows: the design covers every optimizer, rounding, route and
   CHECK(f32 > 0);
 }
 
-TEST_CASE("backward rows: the schedule runs each row once, small-table rows and every optimizer first",
+TEST_CASE("backward rows: the schedule runs each row once, small-table rows first, then every "
+          "optimizer and every route early",
           "[verify][backward]") {
   const std::vector<BackwardRowAxes> rows = enumerate_backward_rows();
   const std::vector<std::size_t> order = backward_row_schedule();
@@ -227,6 +246,13 @@ TEST_CASE("backward rows: the schedule runs each row once, small-table rows and 
                   a.stochastic_rounding});
   }
   CHECK(kinds.size() == 8);
+  // every 5 consecutive ones cover every route x determinism variant
+  for (std::size_t k = small; k + 5 <= order.size(); ++k) {
+    std::set<std::pair<int, bool>> routes;
+    for (std::size_t j = k; j < k + 5; ++j)
+      routes.insert({static_cast<int>(rows[order[j]].route), rows[order[j]].deterministic});
+    CHECK(routes.size() == 5);
+  }
 }
 
 TEST_CASE("backward rows: no GPU, the CPU fallback passes the oracle on every row",
@@ -314,6 +340,23 @@ TEST_CASE("backward rows: faulty backends are caught", "[verify][backward]") {
     for (const char* path :
          {"forward.small_table.mma", "bwd.small_table", "bwd.small_table.saved_counts"})
       CHECK(std::find(missing.begin(), missing.end(), path) != missing.end());
+  }
+  SECTION("stochastic rounding that ignores sr_offset") {
+    RoutingStandIn dev(BwdFault::SrOffsetIgnored);
+    int caught = 0;
+    for (const auto& r : run_all(&dev)) {
+      INFO(r.label);
+      CHECK(failed_check(r, "c12.sr_offset") == r.axes.stochastic_rounding);
+      caught += r.row.verdict == Verdict::Failed;
+    }
+    CHECK(caught == 24);
+  }
+  SECTION("the small-table backward without the lo part of grad_output") {
+    RoutingStandIn dev(BwdFault::HistogramLoDropped);
+    for (const auto& r : run_all(&dev)) {
+      INFO(r.label);
+      CHECK(failed_check(r, "hilo.") == (r.axes.histogram != BackwardHistogram::Off));
+    }
   }
   SECTION("long runs never routed to a long path") {
     RoutingStandIn dev(BwdFault::NoLongRoute);

@@ -74,9 +74,11 @@ struct BackwardRowAxes {
 /// then 8 small-table rows: sgd / rowwise_adagrad x rne / sr x own / saved counts).
 std::vector<BackwardRowAxes> enumerate_backward_rows();
 /// The order tbe-verify runs them in (indices into enumerate_backward_rows(), each once): the
-/// small-table rows first (short), then the seed-large rows route-minor (rows 1, 6, 11, ..., 36:
-/// one per optimizer x weight decay x rounding, then 2, 7, ...), so a fault of any optimizer,
-/// rounding or the histogram path fails within the first rows. Results are reported in row order.
+/// small-table rows first (short), then the seed-large rows on a diagonal: position p runs
+/// optimizer variant p mod 8 (optimizer x weight decay x rounding) on route variant p mod 5, so
+/// the first 8 hold every optimizer variant, any 5 consecutive ones every route, and a fault of
+/// any optimizer, rounding, route or the histogram path fails within the first rows (the 40
+/// pairs each once: 8 and 5 are coprime). Results are reported in row order.
 std::vector<std::size_t> backward_row_schedule();
 
 /// "bwd:opt=rowwise_adagrad,wd=l2,round=sr,route=fused,det=1,policy=...,w=fp16,weighted=1,..."
