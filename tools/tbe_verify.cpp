@@ -69,10 +69,14 @@ IkboSetup make_ikbo_setup(const VerifyArgs& args) {
       s.cfg.skip_reason = std::string("no GPU (") + e.what() + ")";
     }
   }
-  // attention on the first (every stage's backend runs the same attention kernel); LCE on each
+  // LCE on each; attention (the same kernel in every stage's backend) on the first and on the
+  // last, whose map is checked on the device only (select_ikbo_backends)
   s.cfg.device = s.backends.empty() ? nullptr : s.backends.front().get();
-  if (args.backend != "cpu")
+  if (args.backend != "cpu") {
     for (const auto& b : s.backends) s.cfg.lce_devices.push_back(b.get());
+    if (s.backends.size() > 1)
+      s.cfg.attention_devices = {s.backends.front().get(), s.backends.back().get()};
+  }
   s.cfg.seed = args.seed;
   s.cfg.lce_rounding = args.ikbo_rounding;
   s.cfg.save_failures_dir = args.save_failures;
@@ -274,6 +278,20 @@ int run(const VerifyArgs& args) {
               << "\n";
   }
   std::cout << std::flush;
+  // --full: the large-table rows (E·D >= 2^31, int32 indices) when the device has the memory,
+  // first (a few seconds; the only rows that reach 32-bit offset bugs), printed after the others.
+  std::vector<LargeTableRow> large;
+  if (args.full && (args.rows.forward || args.rows.backward)) {
+    LargeTableConfig lcfg;
+    lcfg.device = info.device_is_cpu ? nullptr : device.get();
+    lcfg.skip_reason = info.device_is_cpu ? "--backend cpu (a device row)" : cfg.skip_reason;
+    lcfg.device_free_bytes = lcfg.device ? tbe::cuda_free_bytes() : 0;
+    lcfg.seed = args.seed;
+    std::cerr << "large table ... " << std::flush;
+    large = run_large_table_rows(lcfg);
+    std::cerr << "done\n";
+    for (const LargeTableRow& r : large) print_fail_lines(fail_lines(r, args.seed));
+  }
   SectionSeconds seconds;
   const auto t_forward = std::chrono::steady_clock::now();
   std::vector<CaseResult> results;
@@ -357,17 +375,7 @@ int run(const VerifyArgs& args) {
     std::cout << "\n";
     print_ikbo_rows(std::cout, ik.cfg, ikbo_rows);
   }
-  // --full: the large-table rows (E·D >= 2^31, int32 indices) when the device has the memory.
-  std::vector<LargeTableRow> large;
-  if (args.full && (args.rows.forward || args.rows.backward)) {
-    LargeTableConfig lcfg;
-    lcfg.device = info.device_is_cpu ? nullptr : device.get();
-    lcfg.skip_reason = info.device_is_cpu ? "--backend cpu (a device row)" : cfg.skip_reason;
-    lcfg.device_free_bytes = lcfg.device ? tbe::cuda_free_bytes() : 0;
-    lcfg.seed = args.seed;
-    std::cerr << "large table ... " << std::flush;
-    large = run_large_table_rows(lcfg);
-    std::cerr << "done\n";
+  if (!large.empty()) {
     std::cout << "\nLarge table (--full: one FP16 table, E=" << kLargeTableRows
               << " D=" << kLargeTableDim << ", E*D >= 2^31, int32 indices):\n";
     for (const LargeTableRow& r : large) {

@@ -73,4 +73,11 @@ std::vector<FailLine> fail_lines(const IkboConfig& cfg, const IkboRowResult& r) 
   return out;
 }
 
+std::vector<FailLine> fail_lines(const LargeTableRow& r, std::uint64_t seed) {
+  if (r.row.verdict != Verdict::Failed) return {};
+  const std::string section = r.name == "large.backward" ? "backward" : "forward";
+  return {{section, r.name, first_failed_check(r.row), "",
+           "tbe-verify --full --rows " + section + " --batch 64 --seed " + std::to_string(seed)}};
+}
+
 }  // namespace tbe::judge

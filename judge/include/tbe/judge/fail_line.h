@@ -6,6 +6,7 @@
 // written: the backward and IKBO rows write none, their replay command reruns the row).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "tbe/judge/backward_rows.h"
 #include "tbe/judge/ikbo_rows.h"
+#include "tbe/judge/large_table.h"
 #include "tbe/judge/report.h"
 #include "tbe/judge/runner.h"
 
@@ -42,5 +44,8 @@ std::optional<FailLine> parse_fail_line(std::string_view line);
 std::vector<FailLine> fail_lines(const RunInfo& info, const CaseResult& r);
 std::vector<FailLine> fail_lines(const BackwardRowResult& r, const std::string& replay_prefix);
 std::vector<FailLine> fail_lines(const IkboConfig& cfg, const IkboRowResult& r);
+/// A large-table row (--full; section "forward" or "backward" from its name "large.<section>");
+/// the replay runs that section with the large table at a small B.
+std::vector<FailLine> fail_lines(const LargeTableRow& r, std::uint64_t seed);
 
 }  // namespace tbe::judge
