@@ -49,6 +49,7 @@ void count_forward_axes(Coverage& cov, const std::string& pre, const FuzzCase& f
   add("w", to_string(fc.tables->dtype));
   add("vbe", fc.R ? "1" : "0");
   add("invalid", to_string(fc.invalid));
+  add("small-table shape", fc.small_table ? "1" : "0");
   std::set<std::string> dims, lens;
   bool e1 = false;
   for (std::size_t t = 0; t < fc.tables->rows.size(); ++t) {

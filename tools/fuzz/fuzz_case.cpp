@@ -97,6 +97,7 @@ std::string describe(const FuzzCase& fc) {
     << " pool=" << to_string(fc.pooling) << " bounds=" << to_string(fc.bounds)
     << " weighted=" << fc.weighted << " fused=" << fc.fused << " faults=" << fc.faults.size()
     << " lead=" << fc.lead.size() << " fill=" << fc.fill;
+  if (fc.small_table) s << " small_table";
   if (fc.invalid != Invalid::None) s << " invalid=" << to_string(fc.invalid);
   s << " dims=[";
   for (std::size_t t = 0; t < fc.tables->dims.size(); ++t)

@@ -81,6 +81,9 @@ struct FuzzCase {
   Invalid invalid = Invalid::None;
   std::string fill = "uniform";
   bool huge = false;
+  /// Drawn eligible for the small-table histogram path (docs/small-table.md: FP16 tables with
+  /// E <= 64 and 64 <= D <= 128, unweighted SUM or MEAN, not VBE, bags of 64..160 lookups).
+  bool small_table = false;
 
   std::int64_t T() const { return static_cast<std::int64_t>(ftm.size()); }
   /// Bags of feature f: B, or Σ_r vbe[f·R + r] under VBE.

@@ -145,8 +145,14 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
                                 Invalid::PolicyWeights, Invalid::NoneWeighted,
                                 Invalid::NoneMixedD, Invalid::VbeTotals, Invalid::NegativeBatch});
 
+  // 5% of the cases: a shape the small-table histogram path takes (docs/small-table.md), which
+  // the draws below reach only by chance (0.1% of the cases in a campaign of 2026-12-01)
+  fc.small_table = !fc.huge && invalid == Invalid::None && chance(r, 0.05);
+  if (fc.small_table) fc.pooling = chance(r, 0.5) ? PoolingMode::Sum : PoolingMode::Mean;
+
   // features and tables
-  std::int64_t T = chance(r, 0.1) ? in_range(r, 5, 16) : in_range(r, 1, 4);
+  std::int64_t T = fc.small_table ? in_range(r, 1, 2)
+                   : chance(r, 0.1) ? in_range(r, 5, 16) : in_range(r, 1, 4);
   std::vector<std::int64_t> hot_rows;
   std::shared_ptr<Tables> tb;
   if (fc.huge) {
@@ -154,12 +160,15 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
     fc.fill = "huge";
   } else {
     tb = std::make_shared<Tables>();
-    tb->dtype = pick<DType>(r, {DType::F32, DType::F16, DType::BF16});
+    tb->dtype = fc.small_table ? DType::F16 : pick<DType>(r, {DType::F32, DType::F16, DType::BF16});
     const std::int64_t num_tables = in_range(r, 1, T);
     const std::int32_t common = draw_dim(r);
     for (std::int64_t t = 0; t < num_tables; ++t) {
-      std::int32_t D = fc.pooling == PoolingMode::None ? common : draw_dim(r);
-      std::int64_t E = draw_rows(r);
+      std::int32_t D = fc.small_table ? pick<std::int32_t>(r, {64, 72, 96, 127, 128})
+                       : fc.pooling == PoolingMode::None ? common
+                                                         : draw_dim(r);
+      std::int64_t E = fc.small_table ? pick<std::int64_t>(r, {1, 2, 3, 8, 16, 33, 48, 63, 64})
+                                      : draw_rows(r);
       E = std::max<std::int64_t>(1, std::min(E, lim.table_elements / D));
       tb->rows.push_back(E);
       tb->dims.push_back(D);
@@ -186,12 +195,12 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
     if (tb->dims[1] < 2) invalid = Invalid::PolicyWeights;
   }
   fc.policy = make_policy(kind, tb->dtype, odt);
-  fc.weighted = fc.pooling != PoolingMode::None && chance(r, 0.5);
+  fc.weighted = !fc.small_table && fc.pooling != PoolingMode::None && chance(r, 0.5);
   const int psw_kind = static_cast<int>(r.uniform_int(3));
 
   // batch geometry
-  const bool vbe = chance(r, fc.pooling == PoolingMode::None ? 0.1 : 0.25) ||
-                   invalid == Invalid::VbeTotals;
+  const bool vbe = !fc.small_table && (chance(r, fc.pooling == PoolingMode::None ? 0.1 : 0.25) ||
+                                       invalid == Invalid::VbeTotals);
   const double ub = r.uniform();
   std::int64_t B = ub < 0.05   ? 0
                    : ub < 0.55 ? in_range(r, 1, 8)
@@ -202,7 +211,10 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
   const LengthMode lm = ul < 0.3 ? LengthMode::Edge : ul < 0.4 ? LengthMode::FixedEdge
                                                                : LengthMode::Small;
   const std::int64_t fixed = pick<std::int64_t>(r, {0, 1, 255, 256, 257});
-  const std::int64_t mean_l = lm == LengthMode::FixedEdge ? fixed : lm == LengthMode::Edge ? 90 : 6;
+  const std::int64_t mean_l = fc.small_table             ? 95
+                             : lm == LengthMode::FixedEdge ? fixed
+                             : lm == LengthMode::Edge      ? 90
+                                                           : 6;
   while (B > 1 && T * B * std::max<std::int64_t>(mean_l, 1) > lim.lookups) B /= 2;
   std::int64_t sum_d = 0;  // Σ_f D_f: output columns of a pooled sample
   for (auto t : fc.ftm) sum_d += tb->dims[t];
@@ -247,7 +259,11 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
     const std::int64_t E = tb->rows[t];
     for (std::int64_t b = 0; b < per_feature[f]; ++b) {
       Bag bag;
-      std::int64_t L = draw_length(r, lm, fixed);
+      // small-table shapes: long bags, and now and then an empty one (a tile of 16 empty bags
+      // is an edge of the saved counts)
+      std::int64_t L = !fc.small_table      ? draw_length(r, lm, fixed)
+                       : chance(r, 0.15)    ? 0
+                                            : in_range(r, 64, 160);
       if (total + L > max_lookups) L = 0;
       total += L;
       for (std::int64_t l = 0; l < L; ++l) {
