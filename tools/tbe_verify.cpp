@@ -64,7 +64,7 @@ IkboSetup make_ikbo_setup(const VerifyArgs& args) {
     s.backends = tbe::select_ikbo_backends(tbe::BackendKind::Cpu);
   } else {
     try {
-      s.backends = tbe::select_ikbo_backends(tbe::BackendKind::Cuda);  // one per LCE stage
+      s.backends = tbe::select_ikbo_backends(tbe::BackendKind::Cuda);  // 5 stages + 1 variant
     } catch (const tbe::Error& e) {
       s.cfg.skip_reason = std::string("no GPU (") + e.what() + ")";
     }

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <numeric>
+#include <stdexcept>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -111,11 +113,15 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
     spec.feature_L = {128, 64, 20};
   }
   if (a.shared_tables) {
-    // Features 0 and 2 share table 0 (one update per row for both) with feature 1's table 1
-    // between them: the lookups of a row of table 0 come before and after table 1's in bag order,
-    // so a sort that ignores the high key bits (Σ E_t needs more than max E_t) splits its run.
-    for (std::int64_t f = 0; f < spec.T; ++f)
-      spec.feature_table_map.push_back(static_cast<std::int32_t>(f == 2 ? 0 : f < 2 ? f : f - 1));
+    // T >= 4: features 0 and 2 share table 0 (one update per row for both) with feature 1's table
+    // 1 between them: the lookups of a row of table 0 come before and after table 1's in bag
+    // order, so a sort that ignores the high key bits (Σ E_t needs more than max E_t) splits its
+    // run. The last feature keeps a table of its own (its rows 0..9 carry the SL edges). Smaller
+    // slices: features 0 and 1 share table 0.
+    for (std::int64_t f = 0; f < spec.T; ++f) {
+      const std::int64_t t = spec.T >= 4 ? (f == 2 ? 0 : f < 2 ? f : f - 1) : std::max<std::int64_t>(0, f - 1);
+      spec.feature_table_map.push_back(static_cast<std::int32_t>(t));
+    }
   }
   spec.weighted = a.weighted;
   spec.vbe_ranks = a.vbe ? 3 : 0;
@@ -464,7 +470,10 @@ std::vector<std::size_t> backward_row_schedule() {
   // variant, every R consecutive ones every route, and all G·R pairs appear once (CRT).
   constexpr std::size_t R = std::size(kRouteVariants);
   const std::size_t G = large.size() / R;
-  static_assert(R == 5, "G = 8 optimizer variants must stay coprime with R");
+  if (G * R != large.size() || std::gcd(G, R) != 1)
+    throw std::logic_error("backward_row_schedule: " + std::to_string(G) +
+                           " optimizer variants x " + std::to_string(R) +
+                           " routes must be coprime and cover the rows");
   for (std::size_t p = 0; p < large.size(); ++p) order.push_back(large[(p % G) * R + p % R]);
   return order;
 }

@@ -343,7 +343,7 @@ TEST_CASE("ikbo lce: the CUDA IKBO backend runs LceOp (and attention on the GPU)
   REQUIRE(op.output == out);  // the same kernels (cuBLAS without atomics: deterministic)
 
   // The map checked on the device only (a device-resident map's caller), L2Chunked in chunks of
-  // 5 candidates (4 chunks, the last partial): the same output as the reference's enclosures.
+  // 5 candidates (B = 21: 5 chunks, the last partial): an output inside the enclosures.
   cuda::CudaIkboOptions dev_opts;
   dev_opts.stage = LceStage::L2Chunked;
   dev_opts.lce.chunk_candidates = 5;

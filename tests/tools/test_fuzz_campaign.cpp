@@ -375,14 +375,52 @@ TEST_CASE("ikbo: a bad map beside an unsupported shape may be reported as either
     c.bad_at = 0;
     ++both;
     INFO(describe(c));
+    // what each backend names
+    const BuiltIkbo built = build(c);
+    const ikbo::AttentionProblem p = built.attention->view();
+    auto named = [&](ikbo::IkboBackend& be) {
+      std::vector<std::byte> out = built.attention->make_output();
+      try {
+        be.attention(p, out.data());
+      } catch (const InvalidArgument& e) {
+        return e.argument();
+      }
+      return std::string("no error");
+    };
+    CHECK(named(map_first) == "cand_to_user[0]");
+    CHECK(named(limits_first) == "attention.Dh");
     const IkboJudgement a = judge_ikbo_case(map_first, c);
     const IkboJudgement b = judge_ikbo_case(limits_first, c);
-    CHECK_FALSE(a.verdict.failed);  // names cand_to_user[0]
-    CHECK_FALSE(b.verdict.failed);  // names attention.Dh
+    CHECK_FALSE(a.verdict.failed);
+    CHECK_FALSE(b.verdict.failed);
+    REQUIRE(a.error.has_value());
+    REQUIRE(b.error.has_value());
     CHECK(*a.error == "invalid_argument");
     CHECK(*b.error == "invalid_argument");
   }
   CHECK(both == 8);
+  // an invalid problem (validate fails, the map is fine) is not relaxed: naming the limit fails
+  {
+    IkboFuzzCase c = generate_ikbo_case(1, 0, true);
+    c.att.Dh = 8;
+    c.att.B = std::max<std::int64_t>(c.att.B, 1);
+    c.bad = BadMap::None;
+    const BuiltIkbo built = build(c);
+    ikbo::AttentionProblem q = built.attention->view();
+    q.H = 0;  // validate: H must be >= 1
+    class LimitInstead final : public ikbo::IkboBackend {
+     public:
+      std::string name() const override { return "limit-instead"; }
+      void lce(const ikbo::LceProblem&, void*) override {}
+      void attention(const ikbo::AttentionProblem&, void*) override {
+        throw InvalidArgument("attention.Dh", "attention.Dh: 8 not 64/128");
+      }
+      Status attention_limits(const ikbo::AttentionProblem&) const override {
+        return Status::Invalid("attention.Dh", "attention.Dh: 8 not 64/128");
+      }
+    } limit_instead;
+    CHECK(judge_attention_call(limit_instead, q).verdict.failed);
+  }
   // a backend naming neither the map nor its limit still fails
   class WrongArgument final : public ikbo::IkboBackend {
    public:

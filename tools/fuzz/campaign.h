@@ -60,7 +60,8 @@ std::int64_t huge_every(const CampaignOptions& options, bool gpu);
 void list_cases(const CampaignOptions& options, std::ostream& os);
 
 /// The backends under test (not owned). `ikbo`: the IKBO backends a case may run on (an IKBO
-/// case runs on ikbo[case.stage % ikbo.size()]; the CUDA build passes one per LceStage). `gpu`:
+/// case runs on ikbo[case.stage % ikbo.size()]; the CUDA build passes select_ikbo_backends':
+/// one per LceStage and the chunked device-map-check variant). `gpu`:
 /// the TBE backend is the CUDA one (huge cases by default, the backward path counters checked).
 struct Devices {
   Backend* tbe = nullptr;

@@ -81,8 +81,10 @@ struct FuzzCase {
   Invalid invalid = Invalid::None;
   std::string fill = "uniform";
   bool huge = false;
-  /// Drawn eligible for the small-table histogram path (docs/small-table.md: FP16 tables with
-  /// E <= 64 and 64 <= D <= 128, unweighted SUM or MEAN, not VBE, bags of 64..160 lookups).
+  /// Drawn in the small-table shape (docs/small-table.md): T <= 2 features on their own FP16
+  /// tables with E <= 64 and 64 <= D <= 128, unweighted SUM or MEAN, not VBE, 16..63 bags of
+  /// 64..160 lookups (15% empty); the lookups cap may empty later bags, so a feature's mean L
+  /// can fall below the path's 64 and a row's SL below its minimum run (those stay generic).
   bool small_table = false;
 
   std::int64_t T() const { return static_cast<std::int64_t>(ftm.size()); }

@@ -146,9 +146,13 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
                                 Invalid::NoneMixedD, Invalid::VbeTotals, Invalid::NegativeBatch});
 
   // 5% of the cases: a shape the small-table histogram path takes (docs/small-table.md), which
-  // the draws below reach only by chance (0.1% of the cases in a campaign of 2026-12-01)
-  fc.small_table = !fc.huge && invalid == Invalid::None && chance(r, 0.05);
-  if (fc.small_table) fc.pooling = chance(r, 0.5) ? PoolingMode::Sum : PoolingMode::Mean;
+  // the draws below reach only by chance (0.1% of the cases in a campaign of 2026-12-01). The
+  // choice comes from a stream of its own (r far ahead), so every other case draws exactly what
+  // it drew before this mode existed and old campaigns' case indices still replay.
+  Rng side = r;
+  side.advance(std::uint64_t{1} << 40);
+  fc.small_table = !fc.huge && invalid == Invalid::None && chance(side, 0.05);
+  if (fc.small_table) fc.pooling = chance(side, 0.5) ? PoolingMode::Sum : PoolingMode::Mean;
 
   // features and tables
   std::int64_t T = fc.small_table ? in_range(r, 1, 2)
@@ -161,7 +165,7 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
   } else {
     tb = std::make_shared<Tables>();
     tb->dtype = fc.small_table ? DType::F16 : pick<DType>(r, {DType::F32, DType::F16, DType::BF16});
-    const std::int64_t num_tables = in_range(r, 1, T);
+    const std::int64_t num_tables = fc.small_table ? T : in_range(r, 1, T);
     const std::int32_t common = draw_dim(r);
     for (std::int64_t t = 0; t < num_tables; ++t) {
       std::int32_t D = fc.small_table ? pick<std::int32_t>(r, {64, 72, 96, 127, 128})
@@ -187,6 +191,8 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
   fc.ftm.resize(static_cast<std::size_t>(T));
   for (auto& t : fc.ftm) t = static_cast<std::int32_t>(r.uniform_int(num_tables));
   if (fc.huge) fc.ftm[0] = 0;  // the huge table is looked up
+  if (fc.small_table)  // own tables: a shared table is not eligible
+    for (std::int64_t f = 0; f < T; ++f) fc.ftm[f] = static_cast<std::int32_t>(f);
   if (invalid == Invalid::NoneMixedD) {  // the last feature uses another table than feature 0
     if (fc.ftm.size() < 2) fc.ftm.push_back(0);
     T = static_cast<std::int64_t>(fc.ftm.size());
@@ -207,6 +213,7 @@ FuzzCase generate_case_from(Rng r, bool huge, Shapes shapes) {
                    : ub < 0.9  ? in_range(r, 1, 64)
                                : in_range(r, std::min<std::int64_t>(65, lim.max_batch), lim.max_batch);
   if (invalid != Invalid::None) B = std::min<std::int64_t>(B, 8);
+  if (fc.small_table) B = in_range(side, 16, 63);  // several 16-bag tiles, the last one partial
   const double ul = invalid != Invalid::None ? 1.0 : r.uniform();
   const LengthMode lm = ul < 0.3 ? LengthMode::Edge : ul < 0.4 ? LengthMode::FixedEdge
                                                                : LengthMode::Small;

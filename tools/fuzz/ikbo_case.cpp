@@ -47,10 +47,13 @@ IkboJudgement judge_call(const Problem& p, std::int64_t numel, Call call, Enclos
   IkboJudgement j;
   Verdict& v = j.verdict;
   Status st = ikbo::validate(p);
-  if (st.ok() && p.cand_to_user != nullptr)
+  bool map_error = false;  // st is validate_map's
+  if (st.ok() && p.cand_to_user != nullptr) {
     st = ikbo::validate_map(std::span<const std::int32_t>(p.cand_to_user,
                                                           static_cast<std::size_t>(p.B)),
                             p.U);
+    map_error = !st.ok();
+  }
   if (st.ok() && !limits.ok()) {
     st = limits;
     j.backend_limit = true;
@@ -85,7 +88,8 @@ IkboJudgement judge_call(const Problem& p, std::int64_t numel, Call call, Enclos
     // A bad map and a backend limit together: a backend that checks the map only on the device
     // (MapCheck::Device) reports the limit it checks before any launch; `limits` is then that
     // limit (a host-map backend's limits already name the map first, the same argument as st).
-    else if (argument != st.argument && (limits.ok() || argument != limits.argument))
+    else if (argument != st.argument &&
+             !(map_error && !limits.ok() && argument == limits.argument))
       fail(v, "invalid_argument", "expected InvalidArgument[" + st.argument + "], got " + *err);
     else if (!out.untouched())
       fail(v, "invalid_argument.untouched", "the output was written before InvalidArgument");

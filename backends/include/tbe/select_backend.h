@@ -30,6 +30,10 @@ std::unique_ptr<Backend> select_backend(BackendKind kind = BackendKind::Auto);
 /// Cpu.
 std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind = BackendKind::Auto);
 
+/// Candidates per L2 chunk of select_ikbo_backends' l2-chunked variant (ikbo-lce at B = 16:
+/// four chunks, the last partial).
+inline constexpr std::int64_t kVerifyChunkCandidates = 5;
+
 /// Every IKBO implementation of `kind`, for suites that must exercise each: Cuda: one
 /// tbe::cuda::make_cuda_ikbo_backend per LCE stage (tbe::cuda::kLceStages order: decomposed,
 /// padded-k, fused-epilogue, l2-chunked, lt-epilogue; the default attention kernel and the host
@@ -37,7 +41,6 @@ std::unique_ptr<ikbo::IkboBackend> select_ikbo_backend(BackendKind kind = Backen
 /// map checked on the device only (a small batch crosses chunk boundaries; the device map pass is
 /// the only one a bad map meets); Cpu: the reference alone; Auto: Cuda when that works, else
 /// Cpu. Errors as select_ikbo_backend.
-inline constexpr std::int64_t kVerifyChunkCandidates = 5;
 std::vector<std::unique_ptr<ikbo::IkboBackend>> select_ikbo_backends(
     BackendKind kind = BackendKind::Auto);
 

@@ -43,6 +43,7 @@ class DeviceBuffer {
     }
     return b;
   }
+  /// The byte poisoned() fills with (also the IKBO map flag's "no offender" value, kLceMapOk).
   static constexpr int kPoisonByte = 0xff;
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(const DeviceBuffer&) = delete;

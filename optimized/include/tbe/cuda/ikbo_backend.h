@@ -29,7 +29,7 @@ struct CudaIkboOptions {
   LceStage stage = LceStage::PaddedK;  ///< the LCE stage lce() runs
   LceTuning lce = {};                  ///< L2Chunked knobs (chunk_candidates: 0 = by L2 size)
   AttentionTuning attention = {};      ///< the attention kernel's tile shape
-  MapCheck map_check = MapCheck::Host;
+  MapCheck map_check = MapCheck::Host;  ///< where a bad cand_to_user is caught
 };
 
 /// name(): "cuda:<device name> (lce: <stage>[, <k> candidates per chunk]; attention: mma-sync
