@@ -46,6 +46,13 @@ struct BackwardInputs {
   std::vector<std::byte> grad_output;
   std::vector<float> momentum;  // [Σ E_t] (Adagrad) or empty
   BackwardProblem problem;      // views into the above
+  /// Points the problem's views at this object's buffers: after building it, and after copying
+  /// it (a copy's views still point into the original).
+  void rebind() {
+    problem.forward = fc.view();
+    problem.grad_output = grad_output.data();
+    problem.momentum = momentum.empty() ? nullptr : momentum.data();
+  }
 };
 
 std::int64_t total_rows(const ForwardCase& fc) {
@@ -144,8 +151,6 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   });
 
   BackwardProblem& p = in.problem;
-  p.forward = fp;
-  p.grad_output = in.grad_output.data();
   OptimizerConfig& o = p.options.optimizer;
   o.kind = a.optimizer;
   o.weight_decay_mode = a.weight_decay;
@@ -161,8 +166,8 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
     if (a.momentum_nonzero)
       fill_uniform(row_seed, kMomentumStream, static_cast<std::int64_t>(in.momentum.size()),
                    [&](std::int64_t i, double u) { in.momentum[i] = static_cast<float>(0.5 * u); });
-    p.momentum = in.momentum.data();
   }
+  in.rebind();
 }
 
 // The C12 shape (docs/edge-cases.md): FP16/BF16 rows of ones, each looked up once, grad -1,
@@ -186,15 +191,12 @@ void build_c12(BackwardInputs& in, DType weights, std::uint64_t seed) {
   c.options.bounds_check = BoundsCheckMode::None;
   c.options.policy =
       make_policy(PolicyKind::SeedDefault, weights, DType::F32, RoundingMode::Stochastic);
-  ForwardProblem fp = c.view();
   in.grad_output.assign(static_cast<std::size_t>(E * D) * sizeof(float), std::byte{0});
   for (std::int64_t i = 0; i < E * D; ++i) store_from_double(DType::F32, in.grad_output.data(), i, -1.0);
   in.momentum.assign(static_cast<std::size_t>(E), 0.0f);
+  in.rebind();
   const double ulp_of_one = 2.0 * float_traits(weights).unit_roundoff;
   BackwardProblem& p = in.problem;
-  p.forward = fp;
-  p.grad_output = in.grad_output.data();
-  p.momentum = in.momentum.data();
   p.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
   p.options.optimizer.learning_rate = ulp_of_one / 4.0;
   p.options.optimizer.eps = 1e-10;
@@ -225,15 +227,12 @@ void build_hilo_probe(BackwardInputs& in, PolicyKind policy, std::uint64_t seed)
   c.options.pooling = PoolingMode::Sum;
   c.options.bounds_check = BoundsCheckMode::None;
   c.options.policy = make_policy(policy, DType::F16, DType::F32, RoundingMode::Nearest);
-  ForwardProblem fp = c.view();
   in.grad_output.assign(static_cast<std::size_t>(B * D) * sizeof(float), std::byte{0});
   for (std::int64_t i = 0; i < B * D; ++i)
     store_from_double(DType::F32, in.grad_output.data(), i, 2.0 * g.uniform() - 1.0);
   in.momentum.clear();
+  in.rebind();
   BackwardProblem& p = in.problem;
-  p.forward = fp;
-  p.grad_output = in.grad_output.data();
-  p.momentum = nullptr;
   p.options.optimizer.kind = OptimizerKind::ExactSgd;
   p.options.optimizer.learning_rate = 1.0;
   p.options.sr_seed = seed;
@@ -644,9 +643,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
       // same problem at the next offset moves an independent ~25% of the elements, so the two
       // results differ in 2·0.25·0.75 = 37.5% of them (σ ≈ 0.8% at 4096; the same draws: 0%).
       BackwardInputs c12_next = c12;
-      c12_next.problem.forward = c12_next.fc.view();
-      c12_next.problem.grad_output = c12_next.grad_output.data();
-      c12_next.problem.momentum = c12_next.momentum.data();
+      c12_next.rebind();
       c12_next.problem.options.sr_offset = c12.problem.options.sr_offset + 1;
       BackwardResultBuffers out12_next = fresh_outputs(c12_next);
       dev.backward(c12_next.problem, out12_next.outputs(), strategy);
