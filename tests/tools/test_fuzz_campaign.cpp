@@ -53,6 +53,41 @@ std::uint64_t first_failing(const CampaignOptions& o, Operator op, Judge judge,
 
 }  // namespace
 
+TEST_CASE("generator: about 5% small-table shapes, each FP16, E <= 64, 64 <= D <= 128, own "
+          "tables, unweighted SUM/MEAN, not VBE, 16..63 bags",
+          "[fuzz]") {
+  int small = 0, with_empty_tile = 0;
+  const int n = 4000;
+  for (int i = 0; i < n; ++i) {
+    const FuzzCase c = generate_case(3, static_cast<std::uint64_t>(i), 0, Shapes::Small);
+    if (!c.small_table) continue;
+    ++small;
+    INFO(describe(c));
+    CHECK(c.tables->dtype == DType::F16);
+    CHECK(!c.weighted);
+    CHECK((c.pooling == PoolingMode::Sum || c.pooling == PoolingMode::Mean));
+    CHECK(c.R == 0);
+    CHECK(c.invalid == Invalid::None);
+    CHECK((c.B >= 1 && c.B <= 63));  // 16..63 drawn, halved only by the lookups cap
+    for (std::size_t t = 0; t < c.tables->rows.size(); ++t) {
+      CHECK(c.tables->rows[t] <= 64);
+      CHECK((c.tables->dims[t] >= 64 && c.tables->dims[t] <= 128));
+    }
+    for (std::int64_t f = 0; f < c.T(); ++f) CHECK(c.ftm[static_cast<std::size_t>(f)] == f);
+    // a whole 16-bag tile of empty bags (an edge of the saved counts) now and then
+    for (std::int64_t f = 0; f < c.T(); ++f)
+      for (std::int64_t t0 = 0; t0 < c.B; t0 += 16) {
+        bool all_empty = true;
+        for (std::int64_t b = t0; b < std::min(c.B, t0 + 16); ++b)
+          all_empty = all_empty && c.bags[static_cast<std::size_t>(c.first_bag(f) + b)].idx.empty();
+        with_empty_tile += all_empty;
+      }
+  }
+  CHECK(small > n * 3 / 100);  // 5% of the valid, non-huge cases
+  CHECK(small < n * 7 / 100);
+  CHECK(with_empty_tile > 0);
+}
+
 TEST_CASE("backward generator: every route, SR, psw gradient, shared tables, bad inputs and the "
           "SL edges are reached",
           "[fuzz][backward]") {
