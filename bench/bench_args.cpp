@@ -26,9 +26,11 @@ void add_forward(CLI::App& app, ForwardArgs& a) {
       "fused and separate bounds check, FP32/FP16 weights, tuning variants), counts bytes\n"
       "(unique rows, all gathered rows, indices, offsets, output) and reports % of the device\n"
       "copy bandwidth measured in the same run. Exits 77 when no CUDA device is visible.");
-  sub->add_option("--workload", a.workload, "the named workload (default seed-large)")
+  sub->add_option("--workload", a.workload,
+                  "the named workload (default seed-large; mixed-D ones such as prod-mixed count "
+                  "each table's D; fbgemm-bench-default is launch-bound at B = 512)")
       ->type_name("W")
-      ->check(CLI::IsMember({"seed-large", "seed-large-fp16"}));
+      ->check(CLI::IsMember(named_workload_names()));
   add_batch(*sub, a.batch, "batch size B (default: the workload's)");
   add_iters(*sub, a.iters);
   sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");

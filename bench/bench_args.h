@@ -20,11 +20,11 @@ inline constexpr int kMaxBenchIters = 100000;
 
 /// `tbe-bench forward` (bench/tbe_bench.cu).
 struct ForwardArgs {
-  std::string workload = "seed-large";  ///< --workload: seed-large or seed-large-fp16
+  std::string workload = "seed-large";  ///< --workload: any of named_workload_names()
   std::int64_t batch = 0;               ///< --batch B (0: the workload's own B)
   int iters = 20;                       ///< --iters N
   std::string json_path;                ///< --json FILE, "" for none
-  std::string npy_dir;                  ///< --dump-npy DIR, "" for none
+  std::string npy_dir;                  ///< --dump-npy DIR, "" for none (one D workloads only)
 };
 
 /// `tbe-bench backward` (bench/backward_bench.cu).

@@ -1,7 +1,7 @@
 // tbe-bench: timing of the CUDA TBE forward on the named workloads (docs/workloads.md).
 //
-//   tbe-bench forward [--workload seed-large|seed-large-fp16] [--batch B] [--iters N]
-//                     [--json FILE] [--dump-npy DIR]
+//   tbe-bench forward [--workload W] [--batch B] [--iters N] [--json FILE] [--dump-npy DIR]
+//   (W: any named workload, tbe::named_workload_names(); --dump-npy needs one D for all tables)
 //   tbe-bench backward ...   (bench/backward_bench.cu)
 //   tbe-bench ikbo-lce ...   (bench/ikbo_lce_bench.cu)
 //   tbe-bench cpu ...        (bench/cpu_bench.cpp, the CPU fallback)
@@ -9,8 +9,9 @@
 // device work.
 //
 // Traffic model (bytes counted per forward):
-//   compulsory = unique (table, row) pairs · D · sizeof(W) + indices + offsets + output
-//   gathered   = every lookup's row · D · sizeof(W) + indices + offsets + output
+//   compulsory = Σ over unique (table, row) pairs of D_t · sizeof(W) + indices + offsets + output
+//   gathered   = Σ over lookups of D_t · sizeof(W) + indices + offsets + output
+// (D_t the row's table's D: mixed-D workloads such as prod-mixed count each table's own D).
 // The compulsory bytes over the time give the effective bandwidth, reported as % of the device
 // copy bandwidth measured in the same run (cudaMemcpy D2D of 2 GiB: 1 GiB read + 1 GiB written).
 // Timing: CUDA events around ForwardOp::run after warm-up, L2 flushed before every iteration by
@@ -49,6 +50,31 @@ using tbe::bench::time_it;
 
 namespace {
 
+/// Row elements a forward reads (non-VBE cases): `gathered` = Σ over the lookups of their
+/// table's D, `unique` = Σ over the distinct (table, row) pairs looked up of that table's D.
+struct RowElements {
+  double gathered = 0, unique = 0;
+};
+RowElements row_elements(const ForwardCase& c) {
+  RowElements r;
+  std::vector<std::vector<bool>> seen(c.rows.size());
+  for (std::size_t t = 0; t < c.rows.size(); ++t) seen[t].assign(static_cast<std::size_t>(c.rows[t]), false);
+  for (std::int64_t f = 0; f < c.num_features(); ++f) {
+    const std::int32_t t = c.feature_table_map[f];
+    const double D = c.dims[t];
+    const std::int64_t begin = c.offsets[f * c.batch_size], end = c.offsets[(f + 1) * c.batch_size];
+    for (std::int64_t p = begin; p < end; ++p) {
+      r.gathered += D;
+      auto&& bit = seen[t][static_cast<std::size_t>(c.indices[p])];
+      if (!bit) {
+        bit = true;
+        r.unique += D;
+      }
+    }
+  }
+  return r;
+}
+
 std::vector<float> weights_as_f32(const ForwardCase& c) {
   const std::size_t n = c.weights.size() / dtype_size(c.weights_dtype);
   std::vector<float> w(n);
@@ -66,14 +92,28 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
   // --- workload (CPU, seeded) ---
   const auto t0 = std::chrono::steady_clock::now();
   WorkloadSpec spec = named_workload(args.workload, args.batch);
+  if (!args.npy_dir.empty() && !spec.table_dims.empty() &&
+      std::any_of(spec.table_dims.begin(), spec.table_dims.end(),
+                  [&](std::int32_t d) { return d != spec.table_dims[0]; })) {
+    std::fprintf(stderr, "tbe-bench forward: --dump-npy: workload %s has tables of different D "
+                         "(the peer harness takes one [rows, D] table)\n", spec.name.c_str());
+    return 2;
+  }
+  if (spec.vbe_ranks > 0) {
+    std::fprintf(stderr, "tbe-bench forward: workload %s is VBE (not timed here)\n", spec.name.c_str());
+    return 2;
+  }
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
+  const RowElements re = row_elements(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::int64_t T = c.num_features(), N = static_cast<std::int64_t>(c.indices.size());
   const std::int32_t D = c.dims.empty() ? 0 : c.dims[0];
-  std::printf("workload %s: T=%lld B=%lld D=%d N=%lld bags=%lld unique rows=%lld max SL=%lld "
+  const bool one_d = std::all_of(c.dims.begin(), c.dims.end(), [&](std::int32_t d) { return d == D; });
+  const std::string d_text = one_d ? std::to_string(D) : "mixed";
+  std::printf("workload %s: T=%lld B=%lld D=%s N=%lld bags=%lld unique rows=%lld max SL=%lld "
               "(generated in %.1f s)\n",
-              spec.name.c_str(), (long long)T, (long long)c.batch_size, D, (long long)N,
+              spec.name.c_str(), (long long)T, (long long)c.batch_size, d_text.c_str(), (long long)N,
               (long long)ws.bags, (long long)ws.unique_rows, (long long)ws.max_segment_length, gen_s);
 
   if (!args.npy_dir.empty()) {
@@ -195,8 +235,8 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     const ForwardStats st = op.finish();
     const double wsz = static_cast<double>(dtype_size(v.weights));
     const double io = static_cast<double>(N) * isz + c.offsets.size() * isz + numel * 4.0;
-    const double compulsory = ws.unique_rows * D * wsz + io;
-    const double gathered = static_cast<double>(N) * D * wsz + io;
+    const double compulsory = re.unique * wsz + io;
+    const double gathered = re.gathered * wsz + io;
     const double eff = compulsory / (t.median_ms * 1e-3) / 1e9;
     std::string paths;
     for (auto& s2 : st.paths) paths += s2 + " ";
@@ -220,7 +260,8 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
               separate_ms[0] / fused_ms[0], separate_ms[1] / fused_ms[1]);
   if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"workload", spec.name}, {"T", T},
-                        {"B", c.batch_size}, {"D", D}, {"N", N}, {"unique_rows", ws.unique_rows},
+                        {"B", c.batch_size}, {"D", one_d ? nlohmann::json(D) : nlohmann::json(c.dims)},
+                        {"N", N}, {"unique_rows", ws.unique_rows},
                         {"copy_GBps", copy_gbps}, {"results", results},
                         {"fused_speedup_fp32", separate_ms[0] / fused_ms[0]},
                         {"fused_speedup_fp16", separate_ms[1] / fused_ms[1]}};
