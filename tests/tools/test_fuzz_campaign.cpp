@@ -398,17 +398,48 @@ TEST_CASE("ikbo: a backend's documented limit is expected, not a failure; a limi
   CHECK(run > limited);  // and mostly what the CUDA kernel runs
 }
 
-TEST_CASE("ikbo: a bad map beside an unsupported shape may be reported as either; another "
-          "argument is a failure",
-          "[fuzz][ikbo]") {
-  LimitedIkbo map_first(true), limits_first(true, /*limits_first=*/true);
-  int both = 0;
-  for (std::uint64_t i = 0; i < 6000 && both < 8; ++i) {
+namespace {
+
+/// Attention cases with a bad map (cand_to_user[0] = U) and a head dimension outside the CUDA
+/// kernel's limit: case i of seed 1 onwards that has B > 0 and Dh not in {64, 128}.
+IkboFuzzCase bad_map_and_bad_dh(std::uint64_t& i) {
+  for (;; ++i) {
     IkboFuzzCase c = generate_ikbo_case(1, i, true);
     if (c.att.B == 0 || c.att.Dh == 64 || c.att.Dh == 128) continue;
     c.bad = BadMap::ValueU;
     c.bad_at = 0;
-    ++both;
+    ++i;
+    return c;
+  }
+}
+
+/// Raises InvalidArgument naming `raised` on every attention call; its prechecks name `limit`.
+class RaisesArgument final : public ikbo::IkboBackend {
+ public:
+  RaisesArgument(std::string raised, std::string limit)
+      : raised_(std::move(raised)), limit_(std::move(limit)) {}
+  std::string name() const override { return "raises-" + raised_; }
+  void lce(const ikbo::LceProblem&, void*) override {}
+  void attention(const ikbo::AttentionProblem&, void*) override {
+    throw InvalidArgument(raised_, raised_ + ": stand-in");
+  }
+  Status attention_limits(const ikbo::AttentionProblem&) const override {
+    return Status::Invalid(limit_, limit_ + ": stand-in");
+  }
+
+ private:
+  std::string raised_, limit_;
+};
+
+}  // namespace
+
+TEST_CASE("ikbo: a bad map beside an unsupported shape is expected in the order the backend's "
+          "prechecks document; any other argument is a failure",
+          "[fuzz][ikbo]") {
+  LimitedIkbo map_first(true), limits_first(true, /*limits_first=*/true);
+  std::uint64_t next = 0;
+  for (int k = 0; k < 8; ++k) {
+    const IkboFuzzCase c = bad_map_and_bad_dh(next);
     INFO(describe(c));
     // what each backend names
     const BuiltIkbo built = build(c);
@@ -432,48 +463,21 @@ TEST_CASE("ikbo: a bad map beside an unsupported shape may be reported as either
     REQUIRE(b.error.has_value());
     CHECK(*a.error == "invalid_argument");
     CHECK(*b.error == "invalid_argument");
+    // the other order than the backend's prechecks document fails, and so does a third argument
+    RaisesArgument limit_not_map("attention.Dh", "cand_to_user[0]"),
+        map_not_limit("cand_to_user[0]", "attention.Dh"), third("attention.H", "attention.Dh");
+    CHECK(judge_ikbo_case(limit_not_map, c).verdict.failed);
+    CHECK(judge_ikbo_case(map_not_limit, c).verdict.failed);
+    CHECK(judge_ikbo_case(third, c).verdict.failed);
   }
-  CHECK(both == 8);
-  // an invalid problem (validate fails, the map is fine) is not relaxed: naming the limit fails
-  {
-    IkboFuzzCase c = generate_ikbo_case(1, 0, true);
-    c.att.Dh = 8;
-    c.att.B = std::max<std::int64_t>(c.att.B, 1);
-    c.bad = BadMap::None;
-    const BuiltIkbo built = build(c);
-    ikbo::AttentionProblem q = built.attention->view();
-    q.H = 0;  // validate: H must be >= 1
-    class LimitInstead final : public ikbo::IkboBackend {
-     public:
-      std::string name() const override { return "limit-instead"; }
-      void lce(const ikbo::LceProblem&, void*) override {}
-      void attention(const ikbo::AttentionProblem&, void*) override {
-        throw InvalidArgument("attention.Dh", "attention.Dh: 8 not 64/128");
-      }
-      Status attention_limits(const ikbo::AttentionProblem&) const override {
-        return Status::Invalid("attention.Dh", "attention.Dh: 8 not 64/128");
-      }
-    } limit_instead;
-    CHECK(judge_attention_call(limit_instead, q).verdict.failed);
-  }
-  // a backend naming neither the map nor its limit still fails
-  class WrongArgument final : public ikbo::IkboBackend {
-   public:
-    std::string name() const override { return "wrong-argument"; }
-    void lce(const ikbo::LceProblem&, void*) override {}
-    void attention(const ikbo::AttentionProblem&, void*) override {
-      throw InvalidArgument("attention.H", "attention.H: made up");
-    }
-    Status attention_limits(const ikbo::AttentionProblem&) const override {
-      return Status::Invalid("attention.Dh", "attention.Dh: not 64/128");
-    }
-  } wrong;
-  for (std::uint64_t i = 0; i < 6000; ++i) {
-    IkboFuzzCase c = generate_ikbo_case(1, i, true);
-    if (c.att.B == 0 || c.att.Dh == 64 || c.att.Dh == 128) continue;
-    c.bad = BadMap::ValueU;
-    c.bad_at = 0;
-    CHECK(judge_ikbo_case(wrong, c).verdict.failed);
-    break;
-  }
+  // an invalid problem (validate fails, the map is fine): validate's argument, not the limit
+  IkboFuzzCase c = generate_ikbo_case(1, 0, true);
+  c.att.Dh = 8;
+  c.att.B = std::max<std::int64_t>(c.att.B, 1);
+  c.bad = BadMap::None;
+  const BuiltIkbo built = build(c);
+  ikbo::AttentionProblem q = built.attention->view();
+  q.H = 0;  // validate: H must be >= 1
+  RaisesArgument limit_instead("attention.Dh", "attention.Dh");
+  CHECK(judge_attention_call(limit_instead, q).verdict.failed);
 }

@@ -38,25 +38,25 @@ std::int64_t clamp_numel(std::int64_t n) {
 }
 
 // Shared by both operators: the expected error, the call, canaries, the oracle.
-// `limits`: the backend's own limits (IkboBackend::lce_limits / attention_limits); a problem the
-// reference accepts but the backend documents as unsupported must raise exactly that error, and
-// a problem with a bad map may raise either the map's error or that limit (docs/fuzzing.md).
+// `limits`: the backend's own prechecks (IkboBackend::lce_limits / attention_limits), which come
+// after validate(p) and before the reference's map check: a backend that checks the map on the
+// host names a bad map there, one that checks it only on the device names its limit first.
 template <class Problem, class Call, class Enclose, class Judge>
 IkboJudgement judge_call(const Problem& p, std::int64_t numel, Call call, Enclose enclose,
                          Judge judge_values, const Status& limits) {
   IkboJudgement j;
   Verdict& v = j.verdict;
   Status st = ikbo::validate(p);
-  bool map_error = false;  // st is validate_map's
-  if (st.ok() && p.cand_to_user != nullptr) {
-    st = ikbo::validate_map(std::span<const std::int32_t>(p.cand_to_user,
-                                                          static_cast<std::size_t>(p.B)),
-                            p.U);
-    map_error = !st.ok();
-  }
+  const Status map = st.ok() && p.cand_to_user != nullptr
+                         ? ikbo::validate_map(std::span<const std::int32_t>(
+                                                  p.cand_to_user, static_cast<std::size_t>(p.B)),
+                                              p.U)
+                         : Status::Ok();
   if (st.ok() && !limits.ok()) {
     st = limits;
-    j.backend_limit = true;
+    j.backend_limit = map.ok();  // a limit of a problem the reference accepts
+  } else if (st.ok()) {
+    st = map;
   }
   // nullopt on success, else the error as text
   std::string argument;
@@ -85,11 +85,7 @@ IkboJudgement judge_call(const Problem& p, std::int64_t numel, Call call, Enclos
       fail(v, v.device_lost ? "device" : "invalid_argument",
            "expected InvalidArgument[" + st.argument + "]: " + st.message + "; got " +
                (err ? *err : std::string("no error")));
-    // A bad map and a backend limit together: a backend that checks the map only on the device
-    // (MapCheck::Device) reports the limit it checks before any launch; `limits` is then that
-    // limit (a host-map backend's limits already name the map first, the same argument as st).
-    else if (argument != st.argument &&
-             !(map_error && !limits.ok() && argument == limits.argument))
+    else if (argument != st.argument)
       fail(v, "invalid_argument", "expected InvalidArgument[" + st.argument + "], got " + *err);
     else if (!out.untouched())
       fail(v, "invalid_argument.untouched", "the output was written before InvalidArgument");

@@ -142,10 +142,12 @@ class IkboBackend {
   /// requires); empty after a call that threw, and for a backend without path counters (the
   /// reference).
   virtual std::vector<std::string> last_paths() const { return {}; }
-  /// The backend's own limits beyond validate(p) / validate_map (e.g. the CUDA attention kernel:
-  /// Dh in {64, 128}, FP16/BF16 storage): the InvalidArgument status lce() / attention() raise,
-  /// before any work, for a problem the reference accepts; ok() when the backend runs it. The
-  /// reference has none. Lets a judge tell a documented limit from a disagreement.
+  /// The backend's own prechecks (e.g. the CUDA attention kernel: Dh in {64, 128}, FP16/BF16
+  /// storage): the InvalidArgument status lce() / attention() raise, before any work, for a
+  /// problem that passes validate(p); ok() when the backend runs it. A backend that checks the map
+  /// on the host returns validate_map's status first; one that checks it only on the device
+  /// (after these checks) does not look at the map. The reference has none. Lets a judge expect
+  /// exactly the error the backend documents: validate(p), then this, then validate_map.
   virtual Status lce_limits(const LceProblem& p) const {
     (void)p;
     return Status::Ok();
