@@ -40,6 +40,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::string lower_bool(bool b) { return b ? "1" : "0"; }
 
+bool has_path(const std::vector<std::string>& paths, const std::string& path) {
+  return std::find(paths.begin(), paths.end(), path) != paths.end();
+}
+
 // The host state of one backward call: the case (tables before), grad_output, momentum.
 struct BackwardInputs {
   ForwardCase fc;
@@ -586,9 +590,7 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
                                      os.str() + (sums ? "" : ": counters do not add up") +
                                          (routed > 0 ? "" : ": the route never ran")));
       if (small) {
-        auto has = [&](const char* path) {
-          return std::find(row.paths.begin(), row.paths.end(), path) != row.paths.end();
-        };
+        auto has = [&](const char* path) { return has_path(row.paths, path); };
         const bool saved = a.histogram == BackwardHistogram::Saved;
         const bool ran = hist_runs > 0 && has("forward.small_table.mma") &&
                          has("bwd.small_table") && saved == has("bwd.small_table.saved_counts");
@@ -670,9 +672,8 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
       add_report_checks(row, oracle::judge_backward(hilo.problem, enc_hilo, out_hilo.view()),
                         "hilo.");
       if (cfg_.device) {
-        const bool ran = st_hilo.counters.histogram_runs > 0 &&
-                         std::find(st_hilo.paths.begin(), st_hilo.paths.end(),
-                                   "bwd.small_table") != st_hilo.paths.end();
+        const bool ran =
+            st_hilo.counters.histogram_runs > 0 && has_path(st_hilo.paths, "bwd.small_table");
         row.checks.push_back(agreement(
             "hilo.path", ran,
             std::to_string(st_hilo.counters.histogram_runs) +
@@ -701,20 +702,28 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
     } else {
       // A probe's problem (C12, hi/lo) when only its checks failed (or its call raised), else
       // the row's.
-      auto only = [&](const JudgedCall& probe, const std::string& prefix) {
-        if (!probe.ran) return false;
-        for (const Check& ck : row.checks)
-          if (!ck.passed && ck.name.rfind(prefix, 0) != 0 && !(ck.name == "error" && probe.error))
-            return false;
-        return true;
+      struct Probe {
+        const JudgedCall* call;
+        const char* prefix;  ///< its checks' names
+        const char* suffix;  ///< of the case folder
+        const char* note;    ///< in the provenance
       };
-      const bool only_c12 = only(c12_call, "c12.");
-      const bool only_hilo = !only_c12 && only(hilo_call, "hilo.");
-      const JudgedCall& judged = only_c12 ? c12_call : only_hilo ? hilo_call : main_call;
-      const std::string probe_suffix = only_c12 ? "-c12" : only_hilo ? "-hilo" : "";
-      const std::string probe_note = only_c12    ? " (its C12 problem)"
-                                     : only_hilo ? " (its hi/lo probe)"
-                                                 : "";
+      const Probe probes[] = {{&c12_call, "c12.", "-c12", " (its C12 problem)"},
+                              {&hilo_call, "hilo.", "-hilo", " (its hi/lo probe)"}};
+      Probe chosen{&main_call, "", "", ""};
+      for (const Probe& pr : probes) {
+        bool only = pr.call->ran;
+        for (const Check& ck : row.checks)
+          if (!ck.passed && ck.name.rfind(pr.prefix, 0) != 0 &&
+              !(ck.name == "error" && pr.call->error))
+            only = false;
+        if (only) {
+          chosen = pr;
+          break;
+        }
+      }
+      const JudgedCall& judged = *chosen.call;
+      const std::string probe_suffix = chosen.suffix, probe_note = chosen.note;
       if (!judged.ran) {
         res.save_note = "not saved (the row failed before its backward call)";
         const std::lock_guard<std::mutex> lock(state_mutex_);
