@@ -50,31 +50,6 @@ using tbe::bench::time_it;
 
 namespace {
 
-/// Row elements a forward reads (non-VBE cases): `gathered` = Σ over the lookups of their
-/// table's D, `unique` = Σ over the distinct (table, row) pairs looked up of that table's D.
-struct RowElements {
-  double gathered = 0, unique = 0;
-};
-RowElements row_elements(const ForwardCase& c) {
-  RowElements r;
-  std::vector<std::vector<bool>> seen(c.rows.size());
-  for (std::size_t t = 0; t < c.rows.size(); ++t) seen[t].assign(static_cast<std::size_t>(c.rows[t]), false);
-  for (std::int64_t f = 0; f < c.num_features(); ++f) {
-    const std::int32_t t = c.feature_table_map[f];
-    const double D = c.dims[t];
-    const std::int64_t begin = c.offsets[f * c.batch_size], end = c.offsets[(f + 1) * c.batch_size];
-    for (std::int64_t p = begin; p < end; ++p) {
-      r.gathered += D;
-      auto&& bit = seen[t][static_cast<std::size_t>(c.indices[p])];
-      if (!bit) {
-        bit = true;
-        r.unique += D;
-      }
-    }
-  }
-  return r;
-}
-
 std::vector<float> weights_as_f32(const ForwardCase& c) {
   const std::size_t n = c.weights.size() / dtype_size(c.weights_dtype);
   std::vector<float> w(n);
@@ -99,13 +74,8 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
                          "(the peer harness takes one [rows, D] table)\n", spec.name.c_str());
     return 2;
   }
-  if (spec.vbe_ranks > 0) {
-    std::fprintf(stderr, "tbe-bench forward: workload %s is VBE (not timed here)\n", spec.name.c_str());
-    return 2;
-  }
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
-  const RowElements re = row_elements(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::int64_t T = c.num_features(), N = static_cast<std::int64_t>(c.indices.size());
   const std::int32_t D = c.dims.empty() ? 0 : c.dims[0];
@@ -235,8 +205,8 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     const ForwardStats st = op.finish();
     const double wsz = static_cast<double>(dtype_size(v.weights));
     const double io = static_cast<double>(N) * isz + c.offsets.size() * isz + numel * 4.0;
-    const double compulsory = re.unique * wsz + io;
-    const double gathered = re.gathered * wsz + io;
+    const double compulsory = static_cast<double>(ws.unique_row_elements) * wsz + io;
+    const double gathered = static_cast<double>(ws.lookup_elements) * wsz + io;
     const double eff = compulsory / (t.median_ms * 1e-3) / 1e9;
     std::string paths;
     for (auto& s2 : st.paths) paths += s2 + " ";

@@ -508,6 +508,7 @@ WorkloadStats workload_stats(const ForwardCase& c) {
       if (e <= s) ++st.empty_bags;
       for (std::int64_t q = s; q < e; ++q)
         ids.push_back(row_offset[c.feature_table_map[f]] + c.indices[q]);
+      st.lookup_elements += (e > s ? e - s : 0) * c.dims[c.feature_table_map[f]];
     }
   }
   st.lookups = static_cast<std::int64_t>(ids.size());
@@ -516,6 +517,8 @@ WorkloadStats workload_stats(const ForwardCase& c) {
     std::size_t j = i;
     while (j < ids.size() && ids[j] == ids[i]) ++j;
     ++st.unique_rows;
+    const auto t = std::upper_bound(row_offset.begin(), row_offset.end(), ids[i]) - row_offset.begin() - 1;
+    st.unique_row_elements += c.dims[static_cast<std::size_t>(t)];
     st.max_segment_length = std::max<std::int64_t>(st.max_segment_length, j - i);
     i = j;
   }

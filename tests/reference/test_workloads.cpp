@@ -252,6 +252,14 @@ TEST_CASE("workload_stats on a hand-built case", "[workloads]") {
   CHECK(st.empty_bags == 1);
   CHECK(st.unique_rows == 4);          // (0,1) (0,2) (0,5) (1,1)
   CHECK(st.max_segment_length == 2);   // (0,1) twice, (0,2) twice, (1,1) twice
+  CHECK(st.lookup_elements == 7);      // D = 1
+  CHECK(st.unique_row_elements == 4);
+
+  // the same stream with D = 3 (table 0) and 5 (table 1): table 0 has 5 lookups, 3 rows
+  c.set_tables(DType::F32, {10, 10}, {3, 5});
+  const auto mixed = workload_stats(c);
+  CHECK(mixed.lookup_elements == 5 * 3 + 2 * 5);
+  CHECK(mixed.unique_row_elements == 3 * 3 + 1 * 5);
 }
 
 TEST_CASE("named workloads have the published shapes", "[workloads]") {

@@ -75,13 +75,16 @@ ForwardCase generate(const WorkloadSpec& spec);
 WorkloadSpec named_workload(const std::string& name, std::int64_t batch_size = 0);
 std::vector<std::string> named_workload_names();
 
-/// Summary of a case's index stream: unique (table,row) pairs and the largest segment length.
+/// Summary of a case's index stream: unique (table,row) pairs and the largest segment length,
+/// and the row elements a forward reads (each row counted with its table's D: mixed-D workloads).
 struct WorkloadStats {
   std::int64_t lookups = 0;
   std::int64_t bags = 0;
   std::int64_t empty_bags = 0;
   std::int64_t unique_rows = 0;
   std::int64_t max_segment_length = 0;
+  std::int64_t lookup_elements = 0;      ///< Σ over the lookups inside bags of D_t
+  std::int64_t unique_row_elements = 0;  ///< Σ over the unique (table, row) pairs of D_t
 };
 WorkloadStats workload_stats(const ForwardCase& c);
 
