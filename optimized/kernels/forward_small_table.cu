@@ -82,7 +82,9 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
     }
     const unsigned my_slices =
         counted ? static_cast<unsigned>((L + kStSlice - 1) / kStSlice) : 0u;
-    const unsigned slices = __reduce_max_sync(0xffffffffu, my_slices);
+    // A tile of empty bags has no slice, but saved counts must still be written (zeros): the
+    // backward multiplies every count of the tile (docs/small-table.md "Saved counts").
+    const unsigned slices = max(save ? 1u : 0u, __reduce_max_sync(0xffffffffu, my_slices));
 
     float acc[kStMaxNTiles][4];
 #pragma unroll

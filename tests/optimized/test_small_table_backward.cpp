@@ -108,6 +108,38 @@ TEST_CASE("small-table backward: Adagrad and SGD, RNE and SR, saved counts on an
         }
 }
 
+TEST_CASE("small-table backward: a 16-bag tile of empty bags counts zero (own and saved counts)",
+          "[gpu][small_table][backward]") {
+  // The fuzz campaign's cases 76333 / 397349 (seed 1): bags 16..31, and the last bag alone in
+  // its tile, empty. The harness poisons every workspace and the saved-counts buffer, so counts
+  // the forward kernel leaves unwritten are NaN in every updated row.
+  std::uint64_t seed = 700;
+  for (const std::int64_t B : {41, 33})
+    for (const bool saved : {false, true}) {
+      BackwardCase c = small_backward({8}, {128}, B, 96, 128, PoolingMode::Sum, DType::BF16,
+                                      OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest,
+                                      seed++);
+      // empty bags: 16..31 for B = 41, the last one (alone in its tile) for B = 33
+      std::vector<std::int64_t> keep;
+      std::vector<std::int64_t> offsets{0};
+      for (std::int64_t b = 0; b < B; ++b) {
+        const bool empty = B == 41 ? (b >= 16 && b < 32) : b == B - 1;
+        if (!empty)
+          for (std::int64_t p = c.forward.offsets[b]; p < c.forward.offsets[b + 1]; ++p)
+            keep.push_back(c.forward.indices[p]);
+        offsets.push_back(static_cast<std::int64_t>(keep.size()));
+      }
+      c.forward.indices = keep;
+      c.forward.offsets = offsets;
+      CAPTURE(B, saved);
+      BackwardRunOptions o;
+      o.saved_counts = saved;
+      const BackwardOutcome gpu = run_backward_gpu(c, o);
+      require_judged(c, gpu);
+      REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+    }
+}
+
 TEST_CASE("small-table backward: short rows stay generic, long rows take the histogram",
           "[gpu][small_table][backward]") {
   // E = 64 rows, bags of 64: B = 40 gives SL around 40 < min_run (74 + 1 block): all generic
