@@ -38,7 +38,9 @@ class DeviceBuffer {
   static DeviceBuffer poisoned(std::size_t bytes) {
     DeviceBuffer b(bytes);
     if (bytes > 0) {
-      const cudaError_t e = cudaMemset(b.ptr_, kPoisonByte, bytes);
+      cudaError_t e = cudaMemset(b.ptr_, kPoisonByte, bytes);
+      // finished before return: work on any stream (non-blocking ones included) sees the poison
+      if (e == cudaSuccess) e = cudaDeviceSynchronize();
       if (e != cudaSuccess) throw DeviceError(std::string("poison: ") + cudaGetErrorString(e));
     }
     return b;
