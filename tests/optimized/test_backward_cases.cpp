@@ -260,6 +260,28 @@ TEST_CASE("C13 deterministic backward is bitwise reproducible, hoisted or not", 
   }
 }
 
+TEST_CASE("fused long runs under contention: 1,563 arrivals per run, bitwise stable over 20 calls",
+          "[gpu][backward][routing]") {
+  // A litmus for the fused route's fence (docs/mutation.md: bwd_fused_fence_missing): 4 rows of
+  // D = 1024 (block groups: many stores per partial before the arrival count), chunks of 32, so
+  // the last of ~1,563 arrivals per run reads partials just written by other SMs. A partial read
+  // before it is visible changes the result of that call only.
+  Rng rng(21, 0);
+  std::vector<std::int64_t> idx(200000);
+  for (auto& i : idx) i = rng.uniform_int(4);
+  BackwardCase c = one_table_case(DType::F32, 4, 1024, idx, 7, OptimizerKind::ExactSgd, 21);
+  BackwardRunOptions o;
+  o.strategy.long_runs = BackwardStrategy::LongRuns::Fused;
+  o.strategy.chunk_size = 32;
+  const BackwardOutcome first = run_backward_gpu(c, o);
+  REQUIRE(first.kind == BackwardOutcome::Kind::Ok);
+  check_judged(c, first);
+  REQUIRE(first.stats.counters.fused_runs == 4);
+  int differ = 0;
+  for (int rep = 0; rep < 20; ++rep) differ += run_backward_gpu(c, o).weights != first.weights;
+  CHECK(differ == 0);
+}
+
 TEST_CASE("hoisted and non-hoisted backward agree bitwise on a scaled-down seed-large", "[gpu][backward][hoisted]") {
   WorkloadSpec spec = named_workload("seed-large", 64);
   spec.T = 4;
