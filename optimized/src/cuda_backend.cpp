@@ -105,7 +105,7 @@ class CudaBackend final : public Backend {
     TrainingStepStats st;
     ForwardOp fwd(dp.problem, kValidated);
     const std::size_t counts_bytes = fwd.small_table_counts_bytes();
-    const DeviceBuffer d_counts = DeviceBuffer::poisoned(counts_bytes);
+    const DeviceBuffer d_counts = DeviceBuffer::poisoned(counts_bytes, nullptr);
     SmallTableCounts counts;
     const std::uint64_t batch = ++batches_;
     if (counts_bytes > 0) {
@@ -122,7 +122,7 @@ class CudaBackend final : public Backend {
     throw_if_error(ForwardOp::can_implement(p));
     DeviceProblem dp(p);
     ForwardOp op(dp.problem, kValidated);
-    const DeviceBuffer d_ws = DeviceBuffer::poisoned(op.workspace_bytes());
+    const DeviceBuffer d_ws = DeviceBuffer::poisoned(op.workspace_bytes(), nullptr);
     return op.repair(d_ws.get(), nullptr);
   }
 
@@ -131,8 +131,8 @@ class CudaBackend final : public Backend {
   static ForwardStats run_forward(ForwardOp& op, DType output_dtype, void* output) {
     const std::int64_t numel = op.layout().numel;
     const std::size_t out_bytes = numel * dtype_size(output_dtype);
-    const DeviceBuffer d_out = DeviceBuffer::poisoned(out_bytes);
-    const DeviceBuffer d_ws = DeviceBuffer::poisoned(op.workspace_bytes());
+    const DeviceBuffer d_out = DeviceBuffer::poisoned(out_bytes, nullptr);
+    const DeviceBuffer d_ws = DeviceBuffer::poisoned(op.workspace_bytes(), nullptr);
     op.run(d_out.get(), d_ws.get(), nullptr);
     ForwardStats stats = op.finish();  // throws BoundsCheckError before anything is downloaded
     if (out_bytes > 0)
@@ -163,7 +163,7 @@ class CudaBackend final : public Backend {
     const bool m_alias = out.momentum != nullptr && out.momentum == p.momentum;
     if (out.momentum != nullptr && !m_alias) d_mout = DeviceBuffer(out.momentum, m_bytes);
     if (out.per_sample_weight_grad != nullptr)
-      d_psw = DeviceBuffer::poisoned(static_cast<std::size_t>(f.lookups.num_indices) * sizeof(float));
+      d_psw = DeviceBuffer::poisoned(static_cast<std::size_t>(f.lookups.num_indices) * sizeof(float), nullptr);
     BackwardProblem dbp = p;
     dbp.forward = dp.problem;
     dbp.grad_output = g_bytes > 0 ? d_grad.get() : p.grad_output;
@@ -176,7 +176,7 @@ class CudaBackend final : public Backend {
     // The device copies are valid where the host arguments were (only empty buffers become null).
     BackwardOp op(dbp, kValidated, strategy);
     if (counts != nullptr) op.use_small_table_counts(counts, batch);
-    const DeviceBuffer d_ws = DeviceBuffer::poisoned(op.workspace_bytes());
+    const DeviceBuffer d_ws = DeviceBuffer::poisoned(op.workspace_bytes(), nullptr);
     op.run(kValidated, dout, d_ws.get(), nullptr);
     BackwardStats stats = op.finish();  // throws before anything is downloaded
     if (w_bytes > 0)

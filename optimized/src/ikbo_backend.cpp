@@ -63,8 +63,8 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
     LceOp op(dp, kValidated, o_.stage, LceLayout{}, o_.lce);
     const std::size_t out_bytes = static_cast<std::size_t>(p.B * p.M * p.N) * es;
-    const DeviceBuffer d_out = DeviceBuffer::poisoned(out_bytes);
-    const DeviceBuffer ws = DeviceBuffer::poisoned(op.workspace_bytes());
+    const DeviceBuffer d_out = DeviceBuffer::poisoned(out_bytes, nullptr);
+    const DeviceBuffer ws = DeviceBuffer::poisoned(op.workspace_bytes(), nullptr);
     op.run(d_out.get(), ws.get(), nullptr);
     op.finish();  // throws before anything is downloaded
     if (out_bytes > 0)
@@ -94,8 +94,8 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     dp.v = dev(v);
     dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
     AttentionOp op(dp, kValidated, o_.attention);
-    const DeviceBuffer d_out = DeviceBuffer::poisoned(static_cast<std::size_t>(n) * es);
-    const DeviceBuffer ws = DeviceBuffer::poisoned(op.workspace_bytes());
+    const DeviceBuffer d_out = DeviceBuffer::poisoned(static_cast<std::size_t>(n) * es, nullptr);
+    const DeviceBuffer ws = DeviceBuffer::poisoned(op.workspace_bytes(), nullptr);
     op.run(d_out.get(), ws.get(), nullptr);
     op.finish();  // throws before anything is downloaded
     if (n > 0)

@@ -149,21 +149,21 @@ BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o) {
       cuda::ForwardTuning ft;
       ft.small_table = o.small_table;
       cuda::ForwardOp fop(dp.forward, {}, ft);
-      counts_buffer = cuda::DeviceBuffer::poisoned(std::max<std::size_t>(1, fop.small_table_counts_bytes()));
+      counts_buffer = cuda::DeviceBuffer::poisoned(std::max<std::size_t>(1, fop.small_table_counts_bytes()), stream_a());
       counts.data = counts_buffer.get();
       counts.bytes = fop.small_table_counts_bytes();
       fop.save_small_table_counts(&counts, 1);
       fwd_out = cuda::DeviceBuffer(std::max<std::int64_t>(1, fop.layout().numel) *
                                    dtype_size(dp.forward.options.policy.output));
-      fwd_ws = cuda::DeviceBuffer::poisoned(fop.workspace_bytes());
+      fwd_ws = cuda::DeviceBuffer::poisoned(fop.workspace_bytes(), stream_a());
       fop.run(fwd_out.get(), fwd_ws.get(), stream_a());
       fop.finish();
       op.use_small_table_counts(&counts, o.stale_batch ? 2 : 1);
     }
     if (o.hoisted) {
       cuda::TransposeOp t(dp.forward);
-      const cuda::DeviceBuffer tws = cuda::DeviceBuffer::poisoned(t.workspace_bytes());
-      const cuda::DeviceBuffer ws = cuda::DeviceBuffer::poisoned(op.workspace_bytes(true));
+      const cuda::DeviceBuffer tws = cuda::DeviceBuffer::poisoned(t.workspace_bytes(), stream_b());
+      const cuda::DeviceBuffer ws = cuda::DeviceBuffer::poisoned(op.workspace_bytes(true), stream_a());
       cudaEvent_t done;
       check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event");
       t.run(tws.get(), stream_b());
@@ -173,7 +173,7 @@ BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o) {
       cudaEventDestroy(done);
       out.stats = op.finish();
     } else {
-      const cuda::DeviceBuffer ws = cuda::DeviceBuffer::poisoned(op.workspace_bytes());
+      const cuda::DeviceBuffer ws = cuda::DeviceBuffer::poisoned(op.workspace_bytes(), stream_a());
       op.run(dout, ws.get(), stream_a());
       out.stats = op.finish();
     }

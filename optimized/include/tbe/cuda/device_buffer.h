@@ -30,17 +30,17 @@ class DeviceBuffer {
       if (e != cudaSuccess) throw DeviceError(std::string("upload: ") + cudaGetErrorString(e));
     }
   }
-  /// `bytes` of device memory with every byte kPoisonByte (one cudaMemset): NaN in FP32, FP16 and
-  /// BF16, -1 in signed and the maximum in unsigned integers. The host-tensor backends hand such
-  /// buffers to the operators as workspaces and outputs, so a kernel that reads memory it never
-  /// wrote (a counter or an accumulator it assumed zero, an output element it skipped) is wrong on
-  /// every call instead of only when cudaMalloc happens to return non-zero memory.
-  static DeviceBuffer poisoned(std::size_t bytes) {
+  /// `bytes` of device memory with every byte kPoisonByte: NaN in FP32, FP16 and BF16, -1 in
+  /// signed and the maximum in unsigned integers. The host-tensor backends hand such buffers to the
+  /// operators as workspaces and outputs, so a kernel that reads memory it never wrote (a counter
+  /// or an accumulator it assumed zero, an output element it skipped) is wrong on every call
+  /// instead of only when cudaMalloc happens to return non-zero memory. The fill is one
+  /// cudaMemsetAsync on `stream`, the stream the operator will run on (nullptr: the legacy
+  /// default stream), so the operator's kernels see it without a host wait. Throws DeviceError.
+  static DeviceBuffer poisoned(std::size_t bytes, cudaStream_t stream) {
     DeviceBuffer b(bytes);
     if (bytes > 0) {
-      cudaError_t e = cudaMemset(b.ptr_, kPoisonByte, bytes);
-      // finished before return: work on any stream (non-blocking ones included) sees the poison
-      if (e == cudaSuccess) e = cudaDeviceSynchronize();
+      const cudaError_t e = cudaMemsetAsync(b.ptr_, kPoisonByte, bytes, stream);
       if (e != cudaSuccess) throw DeviceError(std::string("poison: ") + cudaGetErrorString(e));
     }
     return b;
