@@ -209,7 +209,7 @@ void build_c12(BackwardInputs& in, DType weights, std::uint64_t seed) {
 
 // The hi/lo probe of the small-table rows (docs/backward.md): one small-table feature (E = 48,
 // D = 128, B = 72 bags of L = 64, every row looked up exactly 96 times: SL above the histogram
-// path's minimum run, 74 + blocks) with zero FP16 weights, SGD at lr 1 and RNE, so each updated
+// path's minimum run, 42 + tiles + blocks = 48 here) with zero FP16 weights, SGD at lr 1 and RNE, so each updated
 // row is the negated FP32 gradient sum of its 96 lookups, rounded once to FP16. grad_output has
 // full FP32 mantissas: the lo part of the path's FP16 split moves each sum by about 0.2 of an
 // FP16 ulp, well beyond that sum's enclosure (~0.07 ulp), so a backward that drops lo misses

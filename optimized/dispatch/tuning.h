@@ -102,9 +102,11 @@ struct SmallTable {
   /// once per block).
   static constexpr int kWarps = 4;
   static constexpr int kBagsPerBlock = 128;
-  /// Backward GEMM: bags (k) per block of the split-K grad_table = counts^T · grad_output; the
-  /// partial tiles are reduced in a fixed order (deterministic).
-  static constexpr int kBackwardBagsPerBlock = 512;
+  /// Backward GEMM: split-K blocks over all small-table features of one call (each block sums
+  /// whole 16-bag k-tiles of one feature; its partial tiles are reduced in a fixed order:
+  /// deterministic). About 2 per SM of an H100/H200: the block's k-loop is latency-bound, and
+  /// every block adds one FP32 partial per row (the bound's P, docs/oracle.md).
+  static constexpr int kBackwardTargetBlocks = 256;
   /// Shared-memory row strides (elements): the transposed table tile (E_pad + 8 halves: the
   /// B-fragment loads of 8 columns x 4 k-pairs hit 32 distinct banks) and the count tile (64 + 8
   /// ints: the 8-byte A-fragment loads of a half-warp hit distinct banks).
@@ -112,7 +114,6 @@ struct SmallTable {
   static constexpr int kCountStride = kMaxRows + 8;
   static_assert(kTensorCoreMinLookups - 1 >= 39, "docs/oracle.md: the tensor-core bound needs L >= 40");
   static_assert(kBagsPerBlock % (16 * kWarps) == 0, "whole m-tiles per warp");
-  static_assert(kBackwardBagsPerBlock % 16 == 0, "whole k-tiles per block");
 };
 
 // ============================================================================================

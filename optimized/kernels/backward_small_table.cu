@@ -1,7 +1,8 @@
 // Small-table histogram backward (docs/small-table.md "Backward", docs/oracle.md "Small-table
 // histogram path"): per small-table feature j,
 //   grad_table[E × D] = counts^T [E × B] · g' [B × D],   g'[b] = clip(grad_output[b, cols(f)]) (/ L_b),
-// split over blocks of 512 bags (split-K), then one optimizer update per row with SL >= min_run
+// split over blocks of whole 16-bag k-tiles (split-K, about kBackwardTargetBlocks blocks per
+// call), then one optimizer update per row with SL >= min_run
 // (shorter rows stay with the generic run kernels: histogram_owns in kernels/backward_runs.cuh).
 // Per k-step of 16 bags the block stages g' in shared memory and, when the tile's dynamic range
 // allows (finite, max|g'| >= 2^-60, every non-zero |g'| >= 2^-15·max|g'|), splits x = g'·s with a
@@ -18,8 +19,10 @@
 namespace tbe::cuda::detail {
 namespace {
 
-constexpr int kBagsPerBlock = tuning::SmallTable::kBackwardBagsPerBlock;
 constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
+constexpr int kTileLoads = 16 * kStMaxDim / kStBlock;  // grad values per thread and k-tile
+constexpr int kApplyWarps = 8;                         // warps per row of the apply kernel
+static_assert(16 * kStMaxDim % kStBlock == 0, "whole k-tiles per block load");
 
 // f(mt, q, i, e, d) for each element acc[mt][q][i] this thread owns in the m16n8 accumulator
 // fragments of the MT × NT tiles: row e (table row) and column d of the feature's block.
@@ -36,6 +39,22 @@ __device__ __forceinline__ void for_each_owned(int warp, int g, int t, int MT, i
       }
 }
 
+// The raw grad_output values of the k-tile at bag k0 this thread stages: element
+// i = threadIdx.x + r·kStBlock of the tile's [16][D_pad] (0 outside [B] × [D]). All loads are
+// issued before any is used, so the tile costs one memory latency, not kTileLoads of them.
+template <class Grad>
+__device__ __forceinline__ void load_grad_tile(const Grad* grad, std::int64_t out_stride,
+                                               std::int64_t B, int D, int D_pad, std::int64_t k0,
+                                               float (&v)[kTileLoads]) {
+#pragma unroll
+  for (int r = 0; r < kTileLoads; ++r) {
+    const int i = threadIdx.x + r * kStBlock;
+    const int b = i / D_pad, d = i - b * D_pad;
+    const std::int64_t bag = k0 + b;
+    v[r] = (b < 16 && bag < B && d < D) ? to_float(grad[bag * out_stride + d]) : 0.0f;
+  }
+}
+
 template <class Grad, class Idx>
 __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const SmallTableBackwardArgs a) {
   if (fatal_aborted(a.run.abort_key)) return;
@@ -47,6 +66,7 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
   __shared__ float g_s[16][kStMaxDim];                                     // g' of 16 bags
   __shared__ __align__(16) __half hi_t[kStMaxDim * kGradStride];           // [n][bag]
   __shared__ __align__(16) __half lo_t[kStMaxDim * kGradStride];
+  __shared__ float s_len[16];                                              // MEAN: L of each bag
   __shared__ unsigned s_max, s_min;
   __shared__ int s_nonfinite;
 
@@ -57,8 +77,8 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
   const Grad* grad = static_cast<const Grad*>(a.grad_output) + ft.out_col;
   const Idx* offsets = static_cast<const Idx*>(a.offsets);
   const bool clip = a.run.max_gradient > 0.0f;
-  const std::int64_t k_begin = static_cast<std::int64_t>(blockIdx.x) * kBagsPerBlock;
-  const std::int64_t k_end = min(Bp, k_begin + kBagsPerBlock);
+  const std::int64_t k_begin = static_cast<std::int64_t>(blockIdx.x) * a.block_tiles * 16;
+  const std::int64_t k_end = min(Bp, k_begin + static_cast<std::int64_t>(a.block_tiles) * 16);
 
   // this thread's C-fragment elements: m-tile mt, n-tile warp + 4q, element i
   float acc[kStMaxKTiles][kStMaxNTiles / kStWarps][4];
@@ -69,40 +89,53 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][q][i] = 0.0f;
 
+  float raw[kTileLoads];  // the next k-tile's grad values, in flight while this one computes
+  if (k_begin < k_end) load_grad_tile(grad, a.out_stride, B, D, D_pad, k_begin, raw);
   for (std::int64_t k0 = k_begin; k0 < k_end; k0 += 16) {
     if (threadIdx.x == 0) {
       s_max = 0u;
       s_min = 0x7f800000u;  // +inf
       s_nonfinite = 0;
     }
+    if (a.mean && threadIdx.x < 16) {
+      const std::int64_t bag = k0 + threadIdx.x;
+      float len = 0.0f;
+      if (bag < B) {
+        const std::int64_t k = ft.first_bag + bag;
+        len = static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
+      }
+      s_len[threadIdx.x] = len;
+    }
     __syncthreads();
     float lmax = 0.0f, lmin = INFINITY;
     bool nonfinite = false;
-    for (int i = threadIdx.x; i < 16 * D_pad; i += kStBlock) {
+#pragma unroll
+    for (int r = 0; r < kTileLoads; ++r) {
+      const int i = threadIdx.x + r * kStBlock;
       const int b = i / D_pad, d = i - b * D_pad;
-      const std::int64_t bag = k0 + b;
-      float v = 0.0f;
-      if (bag < B && d < D) {
-        v = to_float(grad[bag * a.out_stride + d]);
+      if (b < 16) {
+        float v = raw[r];  // 0 outside [B] × [D]
         if (clip) v = clip_gradient(v, a.run.max_gradient);
-        if (a.mean) {
-          const std::int64_t k = ft.first_bag + bag;
-          const std::int64_t L = static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]);
-          if (L > 0) v = __fdiv_rn(v, static_cast<float>(L));  // the term form fl(g / L)
+        if (a.mean && s_len[b] > 0.0f) v = __fdiv_rn(v, s_len[b]);  // the term form fl(g / L)
+        g_s[b][d] = v;
+        if (!isfinite(v)) {
+          nonfinite = true;
+        } else if (v != 0.0f) {
+          lmax = fmaxf(lmax, fabsf(v));
+          lmin = fminf(lmin, fabsf(v));
         }
       }
-      g_s[b][d] = v;
-      if (!isfinite(v)) {
-        nonfinite = true;
-      } else if (v != 0.0f) {
-        lmax = fmaxf(lmax, fabsf(v));
-        lmin = fminf(lmin, fabsf(v));
-      }
     }
+    if (k0 + 16 < k_end) load_grad_tile(grad, a.out_stride, B, D, D_pad, k0 + 16, raw);
     // non-negative floats order as their bit patterns
-    atomicMax(&s_max, __float_as_uint(lmax));
-    atomicMin(&s_min, __float_as_uint(lmin));
-    if (nonfinite) s_nonfinite = 1;
+    lmax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(lmax)));
+    lmin = __uint_as_float(__reduce_min_sync(0xffffffffu, __float_as_uint(lmin)));
+    nonfinite = __any_sync(0xffffffffu, nonfinite);
+    if (lane == 0) {
+      atomicMax(&s_max, __float_as_uint(lmax));
+      atomicMin(&s_min, __float_as_uint(lmin));
+      if (nonfinite) s_nonfinite = 1;
+    }
     __syncthreads();
     const float mx = __uint_as_float(s_max), mn = __uint_as_float(s_min);
     const bool any_nonfinite = s_nonfinite != 0;
@@ -160,55 +193,89 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
         });
       }
     }
-    __syncthreads();  // g_s, hi_t, lo_t and the reductions are rewritten by the next k-step
+    __syncthreads();  // g_s, hi_t, lo_t, s_len and the reductions are rewritten by the next k-step
   }
 
-  // partials [j][block][64][128] and the rows' lookups in this block's bags
+  // partials [j][block][64][128] and the rows' lookups in this block's bags (a warp per row,
+  // lanes over bags: integer sums, any order)
   const std::int64_t slot = static_cast<std::int64_t>(j) * a.blocks_per_feature + blockIdx.x;
   float* P = a.partials + slot * kStMaxRows * kStMaxDim;
   for_each_owned(warp, g, t, MT, NT,
                  [&](int mt, int q, int i, int e, int d) { P[e * kStMaxDim + d] = acc[mt][q][i]; });
-  for (int e = threadIdx.x; e < E_pad; e += kStBlock) {
-    int sl = 0;
-    for (std::int64_t k = k_begin; k < k_end; ++k)
-      sl += __half2int_rn(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k]));
-    a.partial_sl[slot * kStMaxRows + e] = sl;
+  for (int e = warp; e < E_pad; e += kStWarps) {
+    unsigned sl = 0;
+    for (std::int64_t k = k_begin + lane; k < k_end; k += tuning::kWarpThreads)
+      sl += static_cast<unsigned>(__half2int_rn(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k])));
+    sl = __reduce_add_sync(0xffffffffu, sl);
+    if (lane == 0) a.partial_sl[slot * kStMaxRows + e] = static_cast<std::int32_t>(sl);
   }
 }
 
-// One warp per (feature, row): the row gradient from the block partials (block order), the
-// generic optimizer update (apply_row) for rows with SL >= min_run.
-__global__ void __launch_bounds__(kRunBlock) small_table_apply_warp_per_row(const SmallTableBackwardArgs a) {
+// One block of kApplyWarps warps per (feature, row): warp w sums the block partials w, w + 8, ...
+// in block order, warp 0 adds the warps' sums in warp order (a fixed tree: deterministic; every
+// partial passes through at most P - 1 additions), then runs the generic optimizer update
+// (apply_row) for rows with SL >= min_run.
+__global__ void __launch_bounds__(kApplyWarps * tuning::kWarpThreads)
+small_table_apply_block_per_row(const SmallTableBackwardArgs a) {
   if (fatal_aborted(a.run.abort_key)) return;
+  const int j = static_cast<int>(blockIdx.x / kStMaxRows), e = static_cast<int>(blockIdx.x % kStMaxRows);
+  const SmallFeatureMeta ft = a.features[j];
+  if (e >= ft.rows || a.counts.invalid[j] != 0u) return;  // uniform in the block
+  __shared__ float4 s_acc[kApplyWarps][tuning::kWarpThreads];
+  __shared__ std::int64_t s_sl[kApplyWarps];
+  const int warp = threadIdx.x / tuning::kWarpThreads, lane = threadIdx.x & 31;
+  const int c = lane * 4;  // < 128 = kStMaxDim
+  const std::int64_t base = static_cast<std::int64_t>(j) * a.blocks_per_feature;
+  std::int64_t sl = 0;
+  for (int kb = warp + lane * kApplyWarps; kb < a.blocks_per_feature; kb += kApplyWarps * tuning::kWarpThreads)
+    sl += a.partial_sl[(base + kb) * kStMaxRows + e];
+  sl = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(sl));  // < 2^31: SL of one row
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  int kb = warp;
+  constexpr int kUnroll = 4;  // independent loads in flight, added in block order
+  for (; kb + (kUnroll - 1) * kApplyWarps < a.blocks_per_feature; kb += kUnroll * kApplyWarps) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      v[u] = *reinterpret_cast<const float4*>(a.partials + ((base + kb + u * kApplyWarps) * kStMaxRows + e) * kStMaxDim + c);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      acc.x = __fadd_rn(acc.x, v[u].x);
+      acc.y = __fadd_rn(acc.y, v[u].y);
+      acc.z = __fadd_rn(acc.z, v[u].z);
+      acc.w = __fadd_rn(acc.w, v[u].w);
+    }
+  }
+  for (; kb < a.blocks_per_feature; kb += kApplyWarps) {
+    const float4 v = *reinterpret_cast<const float4*>(a.partials + ((base + kb) * kStMaxRows + e) * kStMaxDim + c);
+    acc.x = __fadd_rn(acc.x, v.x);
+    acc.y = __fadd_rn(acc.y, v.y);
+    acc.z = __fadd_rn(acc.z, v.z);
+    acc.w = __fadd_rn(acc.w, v.w);
+  }
+  s_acc[warp][lane] = acc;
+  if (lane == 0) s_sl[warp] = sl;
+  __syncthreads();
+  if (warp != 0) return;
+  std::int64_t row_sl = 0;
+  for (int w = 0; w < kApplyWarps; ++w) row_sl += s_sl[w];
+  if (row_sl < a.min_run) return;  // untouched (0) or the generic path's row
+  float total[4] = {acc.x, acc.y, acc.z, acc.w};
+  for (int w = 1; w < kApplyWarps && w < a.blocks_per_feature; ++w) {  // warps with partials
+    const float4 v = s_acc[w][lane];
+    total[0] = __fadd_rn(total[0], v.x);
+    total[1] = __fadd_rn(total[1], v.y);
+    total[2] = __fadd_rn(total[2], v.z);
+    total[3] = __fadd_rn(total[3], v.w);
+  }
   const RunGroup<false> grp = RunGroup<false>::make(tuning::kWarpThreads);
-  const std::int64_t total = static_cast<std::int64_t>(a.num_small) * kStMaxRows;
-  for (std::int64_t r = grp.gid; r < total; r += grp.num_groups) {  // uniform inside a warp
-    const int j = static_cast<int>(r / kStMaxRows), e = static_cast<int>(r % kStMaxRows);
-    const SmallFeatureMeta ft = a.features[j];
-    if (e >= ft.rows || a.counts.invalid[j] != 0u) continue;
-    std::int64_t sl = 0;
-    for (int kb = 0; kb < a.blocks_per_feature; ++kb)
-      sl += a.partial_sl[(static_cast<std::int64_t>(j) * a.blocks_per_feature + kb) * kStMaxRows + e];
-    if (sl < a.min_run) continue;  // untouched (0) or the generic path's row
-    const BwdTableMeta t{ft.row_offset, ft.table_offset, ft.dim, j};
-    const std::int64_t key = ft.row_offset + e;
-    const RowState st = load_row_state<__half, false>(a.run, grp, key, t);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const int c = grp.glane * 4;  // < 128 = kStMaxDim
-    for (int kb = 0; kb < a.blocks_per_feature; ++kb) {
-      const float4 v = *reinterpret_cast<const float4*>(
-          a.partials + ((static_cast<std::int64_t>(j) * a.blocks_per_feature + kb) * kStMaxRows + e) *
-                           kStMaxDim + c);
-      acc[0] = __fadd_rn(acc[0], v.x);
-      acc[1] = __fadd_rn(acc[1], v.y);
-      acc[2] = __fadd_rn(acc[2], v.z);
-      acc[3] = __fadd_rn(acc[3], v.w);
-    }
-    apply_row<__half, float, false>(a.run, grp, key, t, st, acc);
-    if (grp.glane == 0) {
-      atomicAdd(&a.run.counters->small_table_rows, 1ull);
-      atomicAdd(&a.run.counters->small_table_lookups, static_cast<unsigned long long>(sl));
-    }
+  const BwdTableMeta t{ft.row_offset, ft.table_offset, ft.dim, j};
+  const std::int64_t key = ft.row_offset + e;
+  const RowState st = load_row_state<__half, false>(a.run, grp, key, t);
+  apply_row<__half, float, false>(a.run, grp, key, t, st, total);
+  if (lane == 0) {
+    atomicAdd(&a.run.counters->small_table_rows, 1ull);
+    atomicAdd(&a.run.counters->small_table_lookups, static_cast<unsigned long long>(row_sl));
   }
 }
 
@@ -219,10 +286,8 @@ void launch_small_table_backward_t(const SmallTableBackwardArgs& a, cudaStream_t
   if (a.num_small == 0 || a.batch_size == 0) return;
   const dim3 grid(static_cast<unsigned>(a.blocks_per_feature), static_cast<unsigned>(a.num_small));
   small_table_grad_split_k<storage_t<kGrad>, storage_t<kIdx>><<<grid, kStBlock, 0, stream>>>(a);
-  const std::int64_t warps = static_cast<std::int64_t>(a.num_small) * kStMaxRows;
-  const std::int64_t per_block = kRunBlock / tuning::kWarpThreads;
-  small_table_apply_warp_per_row<<<static_cast<unsigned>((warps + per_block - 1) / per_block),
-                                   kRunBlock, 0, stream>>>(a);
+  small_table_apply_block_per_row<<<static_cast<unsigned>(a.num_small) * kStMaxRows,
+                                    kApplyWarps * tuning::kWarpThreads, 0, stream>>>(a);
 }
 
 #define TBE_SMALL_TABLE_BACKWARD(GRAD)                                                         \

@@ -67,7 +67,8 @@ struct SmallTableBackwardArgs {
   std::int64_t out_stride = 0;            ///< Σ_f D_f
   float* partials = nullptr;              ///< [num_small][blocks][64][128] FP32 split-K tiles
   std::int32_t* partial_sl = nullptr;     ///< [num_small][blocks][64] lookups per row and block
-  std::int32_t blocks_per_feature = 0;    ///< ceil(B_pad / kBackwardBagsPerBlock)
+  std::int32_t blocks_per_feature = 0;    ///< P = ceil(B_pad / (16 · block_tiles))
+  std::int32_t block_tiles = 0;           ///< 16-bag k-tiles per split-K block
   /// Rows with SL >= min_run are updated here, shorter ones by the generic run kernels
   /// (docs/oracle.md "Small-table histogram path": the bound the enclosure covers).
   std::int64_t min_run = 0;

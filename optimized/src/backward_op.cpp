@@ -317,7 +317,8 @@ struct BackwardPlan {
   std::vector<std::int32_t> small_features;
   detail::SmallFeatureMeta* d_small = nullptr;
   std::int64_t small_batch = 0;
-  std::int32_t small_blocks = 0;     ///< split-K blocks per feature
+  std::int32_t small_blocks = 0;     ///< split-K blocks per feature (P)
+  std::int32_t small_block_tiles = 0;  ///< 16-bag k-tiles per split-K block
   std::int64_t small_min_run = 0;    ///< SL from which the histogram path owns a row
   std::size_t ws_small_counts = 0, ws_small_partials = 0, ws_small_sl = 0, ws_small_scratch = 0;
   const SmallTableCounts* saved_counts = nullptr;
@@ -359,12 +360,18 @@ struct BackwardPlan {
       small_features.push_back(d.feature);
     }
     small_batch = f.lookups.is_vbe() ? 0 : f.lookups.batch_size;
-    constexpr int kSmallBags = tuning::SmallTable::kBackwardBagsPerBlock;
-    small_blocks = static_cast<std::int32_t>(
-        (detail::small_table_padded_bags(small_batch) + kSmallBags - 1) / kSmallBags);
-    // docs/oracle.md "Small-table histogram path": rows with SL - 1 >= 73 + blocks are inside
-    // the B.1 enclosure; shorter rows take the generic run kernels
-    small_min_run = 74 + small_blocks;
+    // split-K: about kBackwardTargetBlocks blocks over the features, each of whole k-tiles
+    const std::int64_t k_tiles = detail::small_table_padded_bags(small_batch) / 16;
+    if (!small_features.empty() && k_tiles > 0) {
+      const auto ns = static_cast<std::int64_t>(small_features.size());
+      const std::int64_t want = std::max<std::int64_t>(
+          1, std::min(k_tiles, (tuning::SmallTable::kBackwardTargetBlocks + ns - 1) / ns));
+      small_block_tiles = static_cast<std::int32_t>((k_tiles + want - 1) / want);
+      small_blocks = static_cast<std::int32_t>((k_tiles + small_block_tiles - 1) / small_block_tiles);
+    }
+    // docs/oracle.md "Small-table histogram path": rows with SL - 1 >= 41 + tiles + blocks are
+    // inside the B.1 enclosure; shorter rows take the generic run kernels
+    small_min_run = 42 + small_block_tiles + small_blocks;
     constexpr int kCols = tuning::RunKernels::kColumnsPerLane;  // one vector per lane
     std::int32_t dmax = 1;
     bool all_d4 = true, all_off4 = true;
@@ -686,6 +693,7 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
     h.partials = reinterpret_cast<float*>(ws + P.ws_small_partials);
     h.partial_sl = reinterpret_cast<std::int32_t*>(ws + P.ws_small_sl);
     h.blocks_per_feature = P.small_blocks;
+    h.block_tiles = P.small_block_tiles;
     h.min_run = P.small_min_run;
     h.run = a;
     detail::launch_small_table_backward(P.types.grad, tp->index_dtype, h, stream);
@@ -736,6 +744,8 @@ BackwardStats BackwardOp::finish() {
   k.histogram_runs = P.small_stats.rows;
   k.histogram_lookups = P.small_stats.lookups;
   k.histogram_min_run = P.small_stats.rows > 0 ? P.small_min_run : 0;
+  k.histogram_blocks = P.small_stats.rows > 0 ? P.small_blocks : 0;
+  k.histogram_block_tiles = P.small_stats.rows > 0 ? P.small_block_tiles : 0;
   st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs) + k.histogram_runs;
   st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups;
   st.paths.push_back(tp.sort_path());

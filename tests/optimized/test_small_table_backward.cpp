@@ -147,7 +147,7 @@ TEST_CASE("small-table backward: a 16-bag tile of empty bags counts zero (own an
 
 TEST_CASE("small-table backward: short rows stay generic, long rows take the histogram",
           "[gpu][small_table][backward]") {
-  // E = 64 rows, bags of 64: B = 40 gives SL around 40 < min_run (74 + 1 block): all generic
+  // E = 64 rows, bags of 64: B = 40 gives SL around 40 < min_run (42 + 1 tile + 3 blocks): all generic
   for (const std::int64_t B : {40, 600}) {
     BackwardCase c = small_backward({64}, {128}, B, 64, 64, PoolingMode::Sum, DType::F32,
                                     OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, 9 + B);
@@ -161,15 +161,50 @@ TEST_CASE("small-table backward: short rows stay generic, long rows take the his
     REQUIRE(has_path(gpu.stats, "bwd.small_table") == (B == 600));
     const BackwardOutcome ref = run_backward_reference(c, false);
     REQUIRE(gpu.stats.runs == ref.stats.runs);
-    // the counters: histogram rows (SL >= 74 + 512-bag blocks) plus the generic paths' rows
+    // the counters: histogram rows (SL >= the path's minimum run) plus the generic paths' rows
     const BackwardPathCounters& k = gpu.stats.counters;
     CAPTURE(B, k.short_runs, k.chunked_runs, k.fused_runs, k.histogram_runs, k.histogram_min_run);
     REQUIRE(k.short_runs + k.chunked_runs + k.fused_runs + k.histogram_runs == ref.stats.runs);
     REQUIRE(k.short_lookups + k.chunked_lookups + k.fused_lookups + k.histogram_lookups ==
             ref.stats.lookups);
     REQUIRE((k.histogram_runs > 0) == (B == 600));
-    REQUIRE(k.histogram_min_run == (B == 600 ? 74 + (608 + 511) / 512 : 0));
+    if (B == 600) {  // docs/oracle.md: min run = 42 + tiles per block + blocks, over 608 padded bags
+      REQUIRE(k.histogram_min_run == 42 + k.histogram_block_tiles + k.histogram_blocks);
+      REQUIRE(k.histogram_blocks * k.histogram_block_tiles * 16 >= 608);
+      REQUIRE((k.histogram_blocks - 1) * k.histogram_block_tiles * 16 < 608);
+    } else {
+      REQUIRE(k.histogram_min_run == 0);
+    }
     REQUIRE(k.histogram_lookups >= k.histogram_runs * k.histogram_min_run);
+  }
+}
+
+TEST_CASE("small-table backward: split-K blocks of several k-tiles, one or three features",
+          "[gpu][small_table][backward]") {
+  // B = 5000 (313 k-tiles) on one feature and B = 2000 (125 k-tiles) on three: blocks of 2 tiles,
+  // so the block's k-loop prefetches the next tile's grad_output while it multiplies this one
+  struct Shape { std::vector<std::int64_t> E; std::vector<std::int32_t> D; std::int64_t B; PoolingMode pm; };
+  for (const Shape& sh : {Shape{{48}, {96}, 5000, PoolingMode::Mean},
+                          Shape{{8, 64, 33}, {128, 64, 100}, 2000, PoolingMode::Sum}}) {
+    BackwardCase c = small_backward(sh.E, sh.D, sh.B, 64, 80, sh.pm, DType::F32,
+                                    OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, sh.B);
+    BackwardRunOptions o;
+    o.small_table.mode = Mode::Force;
+    const BackwardOutcome gpu = run_backward_gpu(c, o);
+    require_judged(c, gpu);
+    const BackwardPathCounters& k = gpu.stats.counters;
+    CAPTURE(sh.B, k.histogram_blocks, k.histogram_block_tiles, k.histogram_runs, k.histogram_min_run);
+    const std::int64_t tiles = (sh.B + 15) / 16;
+    REQUIRE(k.histogram_block_tiles >= 2);
+    REQUIRE(k.histogram_blocks * k.histogram_block_tiles >= tiles);
+    REQUIRE((k.histogram_blocks - 1) * k.histogram_block_tiles < tiles);
+    REQUIRE(k.histogram_min_run == 42 + k.histogram_block_tiles + k.histogram_blocks);
+    std::int64_t rows = 0;
+    for (const std::int64_t e : sh.E) rows += e;
+    REQUIRE(k.histogram_runs == rows);  // every row of every feature is looked up >> min run times
+    const BackwardOutcome again = run_backward_gpu(c, o);
+    REQUIRE(again.weights == gpu.weights);  // one configuration: bitwise stable
+    REQUIRE(again.momentum == gpu.momentum);
   }
 }
 

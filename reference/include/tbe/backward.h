@@ -113,9 +113,12 @@ struct BackwardPathCounters {
   std::int64_t chunks = 0;  ///< chunks processed on the two long-run paths
   /// Rows updated by the CUDA small-table histogram path and their lookups (docs/small-table.md;
   /// the generic counters above then leave those rows out), and the SL from which that path owns
-  /// a row of its tables (shorter rows stay generic; 0 when no feature took the path). The
+  /// a row of its tables (shorter rows stay generic; 0 when no feature took the path), with the
+  /// split that bound comes from: P split-K blocks per feature of `histogram_block_tiles` 16-bag
+  /// tiles each (docs/oracle.md "Small-table histogram path": min run = 42 + tiles + P). The
   /// reference reports 0.
   std::int64_t histogram_runs = 0, histogram_lookups = 0, histogram_min_run = 0;
+  std::int64_t histogram_blocks = 0, histogram_block_tiles = 0;
 };
 
 /// What a backward call reports.
