@@ -22,7 +22,10 @@ namespace {
 constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
 constexpr int kTileLoads = 16 * kStMaxDim / kStBlock;  // grad values per thread and k-tile
 constexpr int kApplyWarps = 8;                         // warps per row of the apply kernel
+constexpr int kCountWords = kStMaxRows * 16 / 2 / kStBlock;  // count pairs per thread and k-tile
+constexpr int kCountStride = 16 + 8;  // halves per row of the staged counts tile ([e][16 bags + 8])
 static_assert(16 * kStMaxDim % kStBlock == 0, "whole k-tiles per block load");
+static_assert(kStMaxRows * 8 % kStBlock == 0, "whole count tiles per block load");
 
 // f(mt, q, i, e, d) for each element acc[mt][q][i] this thread owns in the m16n8 accumulator
 // fragments of the MT × NT tiles: row e (table row) and column d of the feature's block.
@@ -55,6 +58,29 @@ __device__ __forceinline__ void load_grad_tile(const Grad* grad, std::int64_t ou
   }
 }
 
+// The k-tile's counts this thread stages: pair w = threadIdx.x + r·kStBlock of the tile's
+// [64 rows][8 pairs of bags] (row w / 8; 0 for rows >= E_pad), one 4-byte load each.
+__device__ __forceinline__ void load_count_tile(const std::uint16_t* counts, std::int64_t Bp,
+                                                int E_pad, std::int64_t k0,
+                                                unsigned (&c)[kCountWords]) {
+#pragma unroll
+  for (int r = 0; r < kCountWords; ++r) {
+    const int w = threadIdx.x + r * kStBlock, e = w / 8;
+    c[r] = e < E_pad ? *reinterpret_cast<const unsigned*>(counts + static_cast<std::int64_t>(e) * Bp + k0 + 2 * (w % 8))
+                     : 0u;
+  }
+}
+
+// MEAN: the lookups of bag k0 + threadIdx.x (threads < 16; 0 past B), as the divisor fl(g / L).
+template <class Idx>
+__device__ __forceinline__ float load_bag_length(const Idx* offsets, std::int64_t first_bag,
+                                                 std::int64_t B, std::int64_t k0) {
+  const std::int64_t bag = k0 + threadIdx.x;
+  if (threadIdx.x >= 16 || bag >= B) return 0.0f;
+  const std::int64_t k = first_bag + bag;
+  return static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
+}
+
 template <class Grad, class Idx>
 __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const SmallTableBackwardArgs a) {
   if (fatal_aborted(a.run.abort_key)) return;
@@ -67,6 +93,7 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
   __shared__ __align__(16) __half hi_t[kStMaxDim * kGradStride];           // [n][bag]
   __shared__ __align__(16) __half lo_t[kStMaxDim * kGradStride];
   __shared__ float s_len[16];                                              // MEAN: L of each bag
+  __shared__ __align__(16) std::uint16_t s_counts[kStMaxRows * kCountStride];  // [e][bag]
   __shared__ unsigned s_max, s_min;
   __shared__ int s_nonfinite;
 
@@ -89,22 +116,30 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][q][i] = 0.0f;
 
-  float raw[kTileLoads];  // the next k-tile's grad values, in flight while this one computes
-  if (k_begin < k_end) load_grad_tile(grad, a.out_stride, B, D, D_pad, k_begin, raw);
+  // The next k-tile's grad values, counts and (MEAN) bag lengths, in flight while this one
+  // computes: a k-step waits on no global load of its own.
+  float raw[kTileLoads];
+  unsigned cnt[kCountWords];
+  float len = 0.0f;
+  unsigned sl[kCountWords] = {};  // lookups of this thread's count rows in this block's bags
+  if (k_begin < k_end) {
+    load_grad_tile(grad, a.out_stride, B, D, D_pad, k_begin, raw);
+    load_count_tile(counts, Bp, E_pad, k_begin, cnt);
+    if (a.mean) len = load_bag_length(offsets, ft.first_bag, B, k_begin);
+  }
   for (std::int64_t k0 = k_begin; k0 < k_end; k0 += 16) {
     if (threadIdx.x == 0) {
       s_max = 0u;
       s_min = 0x7f800000u;  // +inf
       s_nonfinite = 0;
     }
-    if (a.mean && threadIdx.x < 16) {
-      const std::int64_t bag = k0 + threadIdx.x;
-      float len = 0.0f;
-      if (bag < B) {
-        const std::int64_t k = ft.first_bag + bag;
-        len = static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
-      }
-      s_len[threadIdx.x] = len;
+    if (a.mean && threadIdx.x < 16) s_len[threadIdx.x] = len;
+#pragma unroll
+    for (int r = 0; r < kCountWords; ++r) {
+      const int w = threadIdx.x + r * kStBlock;
+      *reinterpret_cast<unsigned*>(s_counts + (w / 8) * kCountStride + 2 * (w % 8)) = cnt[r];
+      sl[r] += static_cast<unsigned>(__half2int_rn(__ushort_as_half(static_cast<std::uint16_t>(cnt[r] & 0xffffu))) +
+                                     __half2int_rn(__ushort_as_half(static_cast<std::uint16_t>(cnt[r] >> 16))));
     }
     __syncthreads();
     float lmax = 0.0f, lmin = INFINITY;
@@ -126,7 +161,11 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
         }
       }
     }
-    if (k0 + 16 < k_end) load_grad_tile(grad, a.out_stride, B, D, D_pad, k0 + 16, raw);
+    if (k0 + 16 < k_end) {
+      load_grad_tile(grad, a.out_stride, B, D, D_pad, k0 + 16, raw);
+      load_count_tile(counts, Bp, E_pad, k0 + 16, cnt);
+      if (a.mean) len = load_bag_length(offsets, ft.first_bag, B, k0 + 16);
+    }
     // non-negative floats order as their bit patterns
     lmax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(lmax)));
     lmin = __uint_as_float(__reduce_min_sync(0xffffffffu, __float_as_uint(lmin)));
@@ -157,9 +196,10 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
 #pragma unroll
         for (int mt = 0; mt < kStMaxKTiles; ++mt) {
           if (mt < MT) {
-            // A = counts^T tile: rows e = 16·mt + (g, g + 8), k = bags k0 + (2t, 2t + 1, +8)
-            const std::uint16_t* r0 = counts + static_cast<std::int64_t>(mt * 16 + g) * Bp + k0 + 2 * t;
-            const std::uint16_t* r1 = r0 + 8 * Bp;
+            // A = counts^T tile: rows e = 16·mt + (g, g + 8), k = bags 2t, 2t + 1 (+8) of the
+            // staged tile (row stride 12 words: the 32 lanes' reads hit 32 distinct banks)
+            const std::uint16_t* r0 = s_counts + (mt * 16 + g) * kCountStride + 2 * t;
+            const std::uint16_t* r1 = r0 + 8 * kCountStride;
             const unsigned af[4] = {*reinterpret_cast<const unsigned*>(r0),
                                     *reinterpret_cast<const unsigned*>(r1),
                                     *reinterpret_cast<const unsigned*>(r0 + 8),
@@ -186,28 +226,30 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
         for_each_owned(warp, g, t, MT, NT, [&](int mt, int q, int i, int e, int d) {
           double sum = 0.0;
           for (int b = 0; b < 16; ++b) {
-            const float c = __half2float(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k0 + b]));
+            const float c = __half2float(__ushort_as_half(s_counts[e * kCountStride + b]));
             if (c != 0.0f) sum += static_cast<double>(c) * static_cast<double>(g_s[b][d]);
           }
           acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __double2float_rn(sum));
         });
       }
     }
-    __syncthreads();  // g_s, hi_t, lo_t, s_len and the reductions are rewritten by the next k-step
+    __syncthreads();  // g_s, hi_t, lo_t, s_counts, s_len and the reductions are rewritten next
   }
 
-  // partials [j][block][64][128] and the rows' lookups in this block's bags (a warp per row,
-  // lanes over bags: integer sums, any order)
+  // partials [j][block][64][128] and the rows' lookups in this block's bags (the 8 threads of a
+  // count row, adjacent lanes, add their sums: integers, any order)
   const std::int64_t slot = static_cast<std::int64_t>(j) * a.blocks_per_feature + blockIdx.x;
   float* P = a.partials + slot * kStMaxRows * kStMaxDim;
   for_each_owned(warp, g, t, MT, NT,
                  [&](int mt, int q, int i, int e, int d) { P[e * kStMaxDim + d] = acc[mt][q][i]; });
-  for (int e = warp; e < E_pad; e += kStWarps) {
-    unsigned sl = 0;
-    for (std::int64_t k = k_begin + lane; k < k_end; k += tuning::kWarpThreads)
-      sl += static_cast<unsigned>(__half2int_rn(__ushort_as_half(counts[static_cast<std::int64_t>(e) * Bp + k])));
-    sl = __reduce_add_sync(0xffffffffu, sl);
-    if (lane == 0) a.partial_sl[slot * kStMaxRows + e] = static_cast<std::int32_t>(sl);
+#pragma unroll
+  for (int r = 0; r < kCountWords; ++r) {
+    unsigned v = sl[r];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    const int w = threadIdx.x + r * kStBlock, e = w / 8;
+    if (w % 8 == 0 && e < E_pad) a.partial_sl[slot * kStMaxRows + e] = static_cast<std::int32_t>(v);
   }
 }
 
