@@ -22,6 +22,9 @@ namespace {
 
 constexpr int kTiles = tuning::SmallTable::kBagsPerBlock / 16;
 constexpr int kMinTc = tuning::SmallTable::kTensorCoreMinLookups;
+constexpr int kLoadUnroll = 8;   // independent table loads in flight per thread
+constexpr int kIndexUnroll = 4;  // independent index loads in flight per lane (registers: the
+                                 // 16 n-tile accumulators stay live across the count loop)
 
 template <class Out, class Idx>
 __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const SmallTableForwardArgs a) {
@@ -36,14 +39,25 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
   // --- table tile, transposed: table_t[d][e] = W[e][d] (zeros outside E × D) ---
   const __half* W = static_cast<const __half*>(a.weights) + ft.table_offset;
   bool nonfinite = false;
-  for (int i = threadIdx.x; a.compute_output && i < E_pad * D_pad; i += kStBlock) {
-    const int e = i / D_pad, d = i - e * D_pad;  // consecutive threads read consecutive columns
-    __half v = __float2half_rn(0.0f);
-    if (e < E && d < D) {
-      v = W[static_cast<std::int64_t>(e) * D + d];
-      nonfinite = nonfinite || !isfinite(__half2float(v));
+  // kLoadUnroll loads issued before any is stored: the tile costs a few memory latencies
+  for (int i0 = 0; a.compute_output && i0 < E_pad * D_pad; i0 += kStBlock * kLoadUnroll) {
+    __half v[kLoadUnroll];
+#pragma unroll
+    for (int u = 0; u < kLoadUnroll; ++u) {
+      const int i = i0 + threadIdx.x + u * kStBlock;
+      const int e = i / D_pad, d = i - e * D_pad;  // consecutive threads read consecutive columns
+      v[u] = (i < E_pad * D_pad && e < E && d < D) ? W[static_cast<std::int64_t>(e) * D + d]
+                                                   : __float2half_rn(0.0f);
     }
-    table_t[d * kStTableStride + e] = v;
+#pragma unroll
+    for (int u = 0; u < kLoadUnroll; ++u) {
+      const int i = i0 + threadIdx.x + u * kStBlock;
+      if (i < E_pad * D_pad) {
+        const int e = i / D_pad, d = i - e * D_pad;
+        nonfinite = nonfinite || !isfinite(__half2float(v[u]));
+        table_t[d * kStTableStride + e] = v[u];
+      }
+    }
   }
   const bool direct_all = __syncthreads_or(nonfinite) != 0;
 
@@ -75,6 +89,14 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
     const bool counted = tc || (valid && save);
     const unsigned tc_mask = __ballot_sync(0xffffffffu, tc);
     const unsigned valid_mask = __ballot_sync(0xffffffffu, valid);
+    const unsigned counted_mask = __ballot_sync(0xffffffffu, counted);
+    // The valid bags are lanes [0, nvalid); they are contiguous in indices when each one ends
+    // where the next starts (repaired offsets always are; raw ones under NONE are trusted only
+    // after this check). rel = a bag's start relative to the tile's first position.
+    const int nvalid = __popc(valid_mask);
+    const std::int64_t next_start = __shfl_down_sync(0xffffffffu, start, 1);
+    const bool contiguous = __all_sync(0xffffffffu, lane + 1 >= nvalid || end == next_start);
+    const std::int64_t tile_first = __shfl_sync(0xffffffffu, start, 0);
     if (a.compute_output && lane == 0) {
       atomicAdd(&a.counters->small_table_mma_bags, static_cast<unsigned long long>(__popc(tc_mask)));
       atomicAdd(&a.counters->small_table_direct_bags,
@@ -96,20 +118,56 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
       // 1. counts of positions [start + sl·2048, min(end, start + (sl + 1)·2048)) of each bag
       for (int i = lane; i < 16 * kStCountStride; i += 32) cnt[i] = 0;
       __syncwarp();
-      for (int m = 0; m < 16; ++m) {
-        const std::int64_t s = __shfl_sync(0xffffffffu, start, m);
-        const std::int64_t e = __shfl_sync(0xffffffffu, end, m);
-        const bool cm = __shfl_sync(0xffffffffu, counted, m);
-        if (!cm) continue;  // warp-uniform
-        const std::int64_t ps = s + static_cast<std::int64_t>(sl) * kStSlice;
-        const std::int64_t pe = min(e, ps + kStSlice);
-        for (std::int64_t p = ps + lane; p < pe; p += 32) {
-          std::int64_t r = static_cast<std::int64_t>(indices[p]);
-          if (a.check_indices && (r < 0 || r >= E)) {
-            r = 0;  // bad index -> row 0, counted (each position once: slices are disjoint)
-            atomicAdd(&a.counters->bad_indices, 1ull);
+      if (slices == 1 && contiguous && nvalid > 0) {
+        // One slice of contiguous bags: stream the tile's positions [tile_first, end of the last
+        // valid bag) with kIndexUnroll loads in flight per lane; a position's bag is the last m
+        // with start_m <= p (binary search over the lanes' starts; empty bags hold no position),
+        // and positions of bags that are not counted are skipped.
+        const int span = static_cast<int>(__shfl_sync(0xffffffffu, end, nvalid - 1) - tile_first);
+        const int rel = static_cast<int>(start - tile_first);  // lanes < nvalid
+        for (int q0 = 0; q0 < span; q0 += 32 * kIndexUnroll) {  // warp-uniform trip count
+          std::int64_t r[kIndexUnroll];
+#pragma unroll
+          for (int u = 0; u < kIndexUnroll; ++u) {
+            const int q = q0 + lane + 32 * u;
+            r[u] = q < span ? static_cast<std::int64_t>(indices[tile_first + q]) : 0;
           }
-          atomicAdd(&cnt[m * kStCountStride + r], 1);
+#pragma unroll
+          for (int u = 0; u < kIndexUnroll; ++u) {
+            const int q = q0 + lane + 32 * u;
+            int m = 0;
+#pragma unroll
+            for (int step = 8; step > 0; step >>= 1) {
+              const int c = m + step;
+              const int sc = __shfl_sync(0xffffffffu, rel, c & 15);
+              if (c < nvalid && sc <= q) m = c;
+            }
+            if (q < span && ((counted_mask >> m) & 1u) != 0u) {
+              std::int64_t rr = r[u];
+              if (a.check_indices && (rr < 0 || rr >= E)) {
+                rr = 0;  // bad index -> row 0, counted (each position once)
+                atomicAdd(&a.counters->bad_indices, 1ull);
+              }
+              atomicAdd(&cnt[m * kStCountStride + rr], 1);
+            }
+          }
+        }
+      } else {
+        for (int m = 0; m < 16; ++m) {
+          const std::int64_t s = __shfl_sync(0xffffffffu, start, m);
+          const std::int64_t e = __shfl_sync(0xffffffffu, end, m);
+          const bool cm = __shfl_sync(0xffffffffu, counted, m);
+          if (!cm) continue;  // warp-uniform
+          const std::int64_t ps = s + static_cast<std::int64_t>(sl) * kStSlice;
+          const std::int64_t pe = min(e, ps + kStSlice);
+          for (std::int64_t p = ps + lane; p < pe; p += 32) {
+            std::int64_t r = static_cast<std::int64_t>(indices[p]);
+            if (a.check_indices && (r < 0 || r >= E)) {
+              r = 0;  // bad index -> row 0, counted (each position once: slices are disjoint)
+              atomicAdd(&a.counters->bad_indices, 1ull);
+            }
+            atomicAdd(&cnt[m * kStCountStride + r], 1);
+          }
         }
       }
       __syncwarp();
