@@ -104,8 +104,9 @@ struct SmallTable {
   static constexpr int kBagsPerBlock = 128;
   /// Backward GEMM: split-K blocks over all small-table features of one call (each block sums
   /// whole 16-bag k-tiles of one feature; its partial tiles are reduced in a fixed order:
-  /// deterministic). About 2 per SM of an H100/H200: the block's k-loop is latency-bound, and
-  /// every block adds one FP32 partial per row (the bound's P, docs/oracle.md).
+  /// deterministic). At least about 2 per SM of an H100/H200 (the block's k-loop is
+  /// latency-bound), and at least sqrt(tiles) per feature; every block adds one FP32 partial per
+  /// row (the bound's P, docs/oracle.md).
   static constexpr int kBackwardTargetBlocks = 256;
   /// Shared-memory row strides (elements): the transposed table tile (E_pad + 8 halves: the
   /// B-fragment loads of 8 columns x 4 k-pairs hit 32 distinct banks) and the count tile (64 + 8

@@ -360,12 +360,17 @@ struct BackwardPlan {
       small_features.push_back(d.feature);
     }
     small_batch = f.lookups.is_vbe() ? 0 : f.lookups.batch_size;
-    // split-K: about kBackwardTargetBlocks blocks over the features, each of whole k-tiles
+    // split-K, per feature P blocks of T_b whole k-tiles: at least kBackwardTargetBlocks blocks
+    // over the features (the k-loop is latency-bound) and at least sqrt(tiles) per feature, so
+    // that neither T_b nor P, and hence the minimum run 42 + T_b + P, grows with B alone (many
+    // features at a large B would otherwise get one block of every tile each)
     const std::int64_t k_tiles = detail::small_table_padded_bags(small_batch) / 16;
     if (!small_features.empty() && k_tiles > 0) {
       const auto ns = static_cast<std::int64_t>(small_features.size());
-      const std::int64_t want = std::max<std::int64_t>(
-          1, std::min(k_tiles, (tuning::SmallTable::kBackwardTargetBlocks + ns - 1) / ns));
+      std::int64_t root = 1;
+      while (root * root < k_tiles) ++root;
+      const std::int64_t want = std::min(
+          k_tiles, std::max(root, (tuning::SmallTable::kBackwardTargetBlocks + ns - 1) / ns));
       small_block_tiles = static_cast<std::int32_t>((k_tiles + want - 1) / want);
       small_blocks = static_cast<std::int32_t>((k_tiles + small_block_tiles - 1) / small_block_tiles);
     }

@@ -180,13 +180,17 @@ TEST_CASE("small-table backward: short rows stay generic, long rows take the his
   }
 }
 
-TEST_CASE("small-table backward: split-K blocks of several k-tiles, one or three features",
+TEST_CASE("small-table backward: split-K blocks of several k-tiles, one, three or 40 features",
           "[gpu][small_table][backward]") {
   // B = 5000 (313 k-tiles) on one feature and B = 2000 (125 k-tiles) on three: blocks of 2 tiles,
   // so the block's k-loop prefetches the next tile's grad_output while it multiplies this one
   struct Shape { std::vector<std::int64_t> E; std::vector<std::int32_t> D; std::int64_t B; PoolingMode pm; };
+  // and 40 features at B = 1024 (64 k-tiles): at least sqrt(tiles) blocks per feature, so T_b
+  // stays <= 8 (256 / 40 alone would give 7 blocks of 10 tiles)
   for (const Shape& sh : {Shape{{48}, {96}, 5000, PoolingMode::Mean},
-                          Shape{{8, 64, 33}, {128, 64, 100}, 2000, PoolingMode::Sum}}) {
+                          Shape{{8, 64, 33}, {128, 64, 100}, 2000, PoolingMode::Sum},
+                          Shape{std::vector<std::int64_t>(40, 8), std::vector<std::int32_t>(40, 64),
+                                1024, PoolingMode::Sum}}) {
     BackwardCase c = small_backward(sh.E, sh.D, sh.B, 64, 80, sh.pm, DType::F32,
                                     OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, sh.B);
     BackwardRunOptions o;
@@ -197,6 +201,9 @@ TEST_CASE("small-table backward: split-K blocks of several k-tiles, one or three
     CAPTURE(sh.B, k.histogram_blocks, k.histogram_block_tiles, k.histogram_runs, k.histogram_min_run);
     const std::int64_t tiles = (sh.B + 15) / 16;
     REQUIRE(k.histogram_block_tiles >= 2);
+    std::int64_t root = 1;
+    while (root * root < tiles) ++root;
+    REQUIRE(k.histogram_block_tiles <= root);
     REQUIRE(k.histogram_blocks * k.histogram_block_tiles >= tiles);
     REQUIRE((k.histogram_blocks - 1) * k.histogram_block_tiles < tiles);
     REQUIRE(k.histogram_min_run == 42 + k.histogram_block_tiles + k.histogram_blocks);
