@@ -41,15 +41,20 @@ void add_forward(CLI::App& app, ForwardArgs& a) {
 
 void add_backward(CLI::App& app, BackwardArgs& a) {
   CLI::App* sub =
-      app.add_subcommand("backward", "the CUDA TBE backward + exact optimizer on seed-large");
+      app.add_subcommand("backward", "the CUDA TBE backward + exact optimizer on a named workload");
   sub->footer(
-      "Times the CUDA backward + exact optimizer on seed-large (FP32: SGD, rowwise Adagrad) and\n"
-      "seed-large-fp16 (rowwise Adagrad), transpose inside backward or hoisted, plus forward +\n"
-      "backward totals; CUDA events after warm-up, L2 flushed, median/min/max; split across\n"
-      "preprocessing / routing / short runs / long chunks / long apply; bytes counted against\n"
-      "the device copy bandwidth measured in the same run. Exits 77 when no CUDA device is\n"
-      "visible.");
-  add_batch(*sub, a.batch, "batch size B (default: seed-large's; 8192 for quick runs)");
+      "Times the CUDA backward + exact optimizer on a named workload's lookups (default\n"
+      "seed-large) with FP32 weights (SGD, rowwise Adagrad) and FP16 weights (rowwise Adagrad),\n"
+      "transpose inside backward or hoisted, plus forward + backward totals; CUDA events after\n"
+      "warm-up, L2 flushed, median/min/max; split across preprocessing / routing / short runs /\n"
+      "long chunks / long apply; bytes counted (each lookup with its table's D) against the\n"
+      "device copy bandwidth measured in the same run. Exits 77 when no CUDA device is visible.");
+  sub->add_option("--workload", a.workload,
+                  "the named workload (default seed-large; prod-mixed has tables of different D "
+                  "and E; fbgemm-bench-default is launch-bound at B = 512)")
+      ->type_name("W")
+      ->check(CLI::IsMember(named_workload_names()));
+  add_batch(*sub, a.batch, "batch size B (default: the workload's; 8192 for quick runs)");
   add_iters(*sub, a.iters);
   cli::add_parsed(
       *sub, "--bounds", a.bounds,
@@ -63,7 +68,7 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
       ->type_name("MODE");
   sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
   sub->add_option("--dump-npy", a.npy_dir,
-                  "write indices/offsets/weights for bench/peer_backward.py")
+                  "write indices/offsets for bench/peer_backward.py (one D workloads only)")
       ->type_name("DIR");
 }
 
