@@ -23,7 +23,6 @@
 // Inputs: the workload's indices/offsets; weights uniform in [-1, 1); grad_output uniform in
 // [-1, 1) from a device hash (seeded); momentum 0. Outputs are separate buffers (the inputs stay
 // the same every iteration).
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -82,25 +81,20 @@ int backward_main(const BackwardArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   WorkloadSpec spec = named_workload(args.workload, args.batch);
   spec.options.bounds_check = args.bounds;
-  if (!args.npy_dir.empty() && !spec.table_dims.empty() &&
-      std::any_of(spec.table_dims.begin(), spec.table_dims.end(),
-                  [&](std::int32_t d) { return d != spec.table_dims[0]; })) {
-    std::fprintf(stderr, "tbe-bench backward: --dump-npy: workload %s has tables of different D "
-                         "(bench/peer_backward.py takes one D)\n", spec.name.c_str());
+  if (!args.npy_dir.empty() &&
+      refuse_mixed_d_dump(spec, "backward", "bench/peer_backward.py takes one D"))
     return 2;
-  }
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::int64_t T = c.num_features(), N = static_cast<std::int64_t>(c.indices.size());
-  const std::int32_t D = c.dims.empty() ? 0 : c.dims[0];
-  const bool one_d = std::all_of(c.dims.begin(), c.dims.end(), [&](std::int32_t d) { return d == D; });
-  const std::string d_text = one_d ? std::to_string(D) : "mixed";
+  const FeatureDims dims(c.dims);
+  const std::int32_t D = dims.d;
   std::int64_t K = 0;
   for (auto e : c.rows) K += e;
   std::printf("workload %s: T=%lld B=%lld D=%s N=%lld lookup elements=%lld unique rows=%lld "
               "max SL=%lld bounds=%s (generated in %.1f s)\n",
-              spec.name.c_str(), (long long)T, (long long)c.batch_size, d_text.c_str(), (long long)N,
+              spec.name.c_str(), (long long)T, (long long)c.batch_size, dims.text.c_str(), (long long)N,
               (long long)ws.lookup_elements, (long long)ws.unique_rows,
               (long long)ws.max_segment_length, to_string(args.bounds).c_str(), gen_s);
   if (!args.npy_dir.empty()) {
@@ -284,7 +278,7 @@ int backward_main(const BackwardArgs& args) {
   }
   if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"workload", spec.name}, {"T", T},
-                        {"B", c.batch_size}, {"D", one_d ? nlohmann::json(D) : nlohmann::json(c.dims)},
+                        {"B", c.batch_size}, {"D", dims.one ? nlohmann::json(D) : nlohmann::json(c.dims)},
                         {"N", N}, {"lookup_elements", ws.lookup_elements},
                         {"unique_row_elements", ws.unique_row_elements}, {"unique_rows", ws.unique_rows},
                         {"max_segment_length", ws.max_segment_length}, {"copy_GBps", copy_gbps},

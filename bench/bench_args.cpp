@@ -18,6 +18,13 @@ void add_batch(CLI::App& sub, std::int64_t& batch, const char* description) {
   cli::add_decimal(sub, "--batch", "B", batch, std::int64_t{1}, kMaxBenchBatch, description);
 }
 
+/// --workload W of `forward`, `backward` and `cpu`: one of named_workload_names().
+void add_workload(CLI::App& sub, std::string& workload, const char* description) {
+  sub.add_option("--workload", workload, description)
+      ->type_name("W")
+      ->check(CLI::IsMember(named_workload_names()));
+}
+
 void add_forward(CLI::App& app, ForwardArgs& a) {
   CLI::App* sub = app.add_subcommand("forward", "the CUDA TBE forward on a named workload");
   sub->footer(
@@ -26,11 +33,9 @@ void add_forward(CLI::App& app, ForwardArgs& a) {
       "fused and separate bounds check, FP32/FP16 weights, tuning variants), counts bytes\n"
       "(unique rows, all gathered rows, indices, offsets, output) and reports % of the device\n"
       "copy bandwidth measured in the same run. Exits 77 when no CUDA device is visible.");
-  sub->add_option("--workload", a.workload,
-                  "the named workload (default seed-large; mixed-D ones such as prod-mixed count "
-                  "each table's D; fbgemm-bench-default is launch-bound at B = 512)")
-      ->type_name("W")
-      ->check(CLI::IsMember(named_workload_names()));
+  add_workload(*sub, a.workload,
+               "the named workload (default seed-large; mixed-D ones such as prod-mixed count "
+               "each table's D; fbgemm-bench-default is launch-bound at B = 512)");
   add_batch(*sub, a.batch, "batch size B (default: the workload's)");
   add_iters(*sub, a.iters);
   sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
@@ -49,11 +54,9 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
       "warm-up, L2 flushed, median/min/max; split across preprocessing / routing / short runs /\n"
       "long chunks / long apply; bytes counted (each lookup with its table's D) against the\n"
       "device copy bandwidth measured in the same run. Exits 77 when no CUDA device is visible.");
-  sub->add_option("--workload", a.workload,
-                  "the named workload (default seed-large; prod-mixed has tables of different D "
-                  "and E; fbgemm-bench-default is launch-bound at B = 512)")
-      ->type_name("W")
-      ->check(CLI::IsMember(named_workload_names()));
+  add_workload(*sub, a.workload,
+               "the named workload (default seed-large; prod-mixed has tables of different D "
+               "and E; fbgemm-bench-default is launch-bound at B = 512)");
   add_batch(*sub, a.batch, "batch size B (default: the workload's; 8192 for quick runs)");
   add_iters(*sub, a.iters);
   cli::add_parsed(
@@ -155,9 +158,7 @@ void add_cpu(CLI::App& app, CpuArgs& a) {
       "clock after 1 warm-up call, median/min/max over N iterations; lookups/s and bytes\n"
       "counted against the host copy bandwidth measured in the same run. Makes no CUDA call.\n"
       "--dump-npy writes the inputs for bench/peer_fbgemm_cpu.py.");
-  sub->add_option("--workload", a.workload, "the named workload (default seed-large)")
-      ->type_name("W")
-      ->check(CLI::IsMember(named_workload_names()));
+  add_workload(*sub, a.workload, "the named workload (default seed-large)");
   add_batch(*sub, a.batch, "batch size B (default: the workload's)");
   cli::add_decimal(*sub, "--iters", "N", a.iters, 1, kMaxBenchIters,
                    "timed iterations after 1 warm-up call (default 5)");
