@@ -1,10 +1,12 @@
 // tbe-bench backward: timing of the CUDA TBE backward + exact optimizer (tbe::cuda::BackwardOp) on
-// seed-large (FP32 weights: SGD and rowwise Adagrad) and seed-large-fp16 (FP16 weights, rowwise
-// Adagrad), with the transpose done inside backward or hoisted (TransposeOp), and forward +
-// backward totals (hoisted: the TransposeOp runs on a second stream concurrently with forward).
+// a named workload's lookups (default seed-large; tbe::named_workload_names()) with FP32 weights
+// (SGD and rowwise Adagrad) and FP16 weights (rowwise Adagrad), the transpose done inside backward
+// or hoisted (TransposeOp), and forward + backward totals (hoisted: the TransposeOp runs on a
+// second stream concurrently with forward). Mixed-D workloads (prod-mixed) are timed the same
+// way; every lookup counts its table's D.
 //
-//   tbe-bench backward [--batch B] [--iters N] [--bounds warning|none] [--json FILE]
-//                      [--dump-npy DIR]   (bench_args.cpp)
+//   tbe-bench backward [--workload W] [--batch B] [--iters N] [--bounds warning|none]
+//                      [--json FILE] [--dump-npy DIR]   (bench_args.cpp)
 //
 // Timing: CUDA events after 3 warm-up calls, L2 flushed (256 MiB write) before every iteration,
 // median / min / max over --iters. Split (phase events inside BackwardOp::run, medians over the
@@ -12,8 +14,8 @@
 // per-sample-weight gradient (none here: unweighted), short runs (gather + accumulate + apply),
 // long-run chunks (gather + accumulate; fused: + apply of the last chunk), long-run apply.
 // Traffic model (bytes per call):
-//   grad gathered = N · D · sizeof(grad_output)          (one grad row per lookup, sorted order)
-//   rows          = R · D · sizeof(W) · 2 + R · 8 (Adagrad momentum read + write)
+//   grad gathered = Σ_lookups D_t · sizeof(grad_output)  (one grad row per lookup, sorted order)
+//   rows          = Σ_unique rows D_t · sizeof(W) · 2 + R · 8 (Adagrad momentum read + write)
 //   sort traffic  = linearize (indices + 8 B/lookup written) + radix passes · 16 B/lookup
 //                   (keys + values read and written; passes = ceil(key bits / 8)) + RLE 4 B/lookup
 //                   + scan 8 B/lookup + sorted values read 4 B/lookup
@@ -34,6 +36,7 @@
 
 #include "bench_args.h"
 #include "bench_common.h"
+#include "tbe/backward_case.h"
 #include "tbe/cuda/backward.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/forward.h"
@@ -76,18 +79,23 @@ int backward_main(const BackwardArgs& args) {
   if (!first_device(prop)) return kNoDeviceExit;
 
   const auto t0 = std::chrono::steady_clock::now();
-  WorkloadSpec spec = named_workload("seed-large", args.batch);
+  WorkloadSpec spec = named_workload(args.workload, args.batch);
   spec.options.bounds_check = args.bounds;
+  if (!args.npy_dir.empty() &&
+      refuse_mixed_d_dump(spec, "backward", "bench/peer_backward.py takes one D"))
+    return 2;
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::int64_t T = c.num_features(), N = static_cast<std::int64_t>(c.indices.size());
-  const std::int32_t D = c.dims[0];
+  const FeatureDims dims(c.dims);
+  const std::int32_t D = dims.d;
   std::int64_t K = 0;
   for (auto e : c.rows) K += e;
-  std::printf("workload seed-large: T=%lld B=%lld D=%d N=%lld unique rows=%lld max SL=%lld "
-              "bounds=%s (generated in %.1f s)\n",
-              (long long)T, (long long)c.batch_size, D, (long long)N, (long long)ws.unique_rows,
+  std::printf("workload %s: T=%lld B=%lld D=%s N=%lld lookup elements=%lld unique rows=%lld "
+              "max SL=%lld bounds=%s (generated in %.1f s)\n",
+              spec.name.c_str(), (long long)T, (long long)c.batch_size, dims.text.c_str(), (long long)N,
+              (long long)ws.lookup_elements, (long long)ws.unique_rows,
               (long long)ws.max_segment_length, to_string(args.bounds).c_str(), gen_s);
   if (!args.npy_dir.empty()) {
     std::vector<std::int64_t> feature_row_offset(T);
@@ -99,7 +107,7 @@ int backward_main(const BackwardArgs& args) {
                   io::make_npy(DType::I64, {(std::int64_t)c.offsets.size()}, c.offsets.data()));
     io::write_npy(args.npy_dir + "/feature_row_offset.npy",
                   io::make_npy(DType::I64, {T}, feature_row_offset.data()));
-    std::ofstream(args.npy_dir + "/meta.json") << nlohmann::json{{"workload", "seed-large"}, {"T", T},
+    std::ofstream(args.npy_dir + "/meta.json") << nlohmann::json{{"workload", spec.name}, {"T", T},
         {"B", c.batch_size}, {"D", D}, {"N", N}, {"total_rows", K}}.dump(2);
     std::printf("wrote .npy files to %s (weights and grad_output are drawn by the peer)\n",
                 args.npy_dir.c_str());
@@ -117,9 +125,9 @@ int backward_main(const BackwardArgs& args) {
   const ForwardProblem host = c.view();
   const std::size_t isz = dtype_size(c.index_dtype);
   DeviceBuffer d_idx(host.lookups.indices, N * isz), d_off(host.lookups.offsets, c.offsets.size() * isz);
-  const std::int64_t welems = K * D;
+  const std::int64_t welems = total_weight_elements(host.tables);  // Σ E_t · D_t
   DeviceBuffer d_w32(welems * 4), d_w16(welems * 2), d_wout(welems * 4), d_m(K * 4), d_mout(K * 4);
-  const std::int64_t gelems = c.batch_size * T * D;
+  const std::int64_t gelems = make_output_layout(host).numel;       // B · Σ_f D_f
   DeviceBuffer d_grad(gelems * 4), d_fwd_out(gelems * 4);
   fill_uniform<<<4096, 256, 0, stream>>>(d_w32.as<float>(), welems, 1);
   to_half<<<4096, 256, 0, stream>>>(d_w32.as<float>(), d_w16.as<__half>(), welems);
@@ -224,8 +232,9 @@ int backward_main(const BackwardArgs& args) {
     int key_bits = 1;
     while ((std::int64_t{1} << key_bits) <= K) ++key_bits;
     const int passes = (key_bits + 7) / 8;
-    const double grad_bytes = static_cast<double>(N) * D * 4.0;
-    const double row_bytes = R * D * wsz * 2 + (bp.momentum ? R * 8.0 : 0.0);
+    const double grad_bytes = static_cast<double>(ws.lookup_elements) * 4.0;
+    const double row_bytes = static_cast<double>(ws.unique_row_elements) * wsz * 2 +
+                             (bp.momentum ? R * 8.0 : 0.0);
     const double sort_bytes = static_cast<double>(N) * (isz + 8 + passes * 16.0 + 4 + 8 + 4);
     const double total_bytes = grad_bytes + row_bytes + (v.hoisted ? static_cast<double>(N) * 4 : sort_bytes);
     const double pct = 100.0 * total_bytes / (tb.median_ms * 1e-3) / 1e9 / copy_gbps;
@@ -268,8 +277,10 @@ int backward_main(const BackwardArgs& args) {
                        {"paths", st.paths}});
   }
   if (!args.json_path.empty()) {
-    nlohmann::json j = {{"device", prop.name}, {"workload", "seed-large"}, {"T", T},
-                        {"B", c.batch_size}, {"D", D}, {"N", N}, {"unique_rows", ws.unique_rows},
+    nlohmann::json j = {{"device", prop.name}, {"workload", spec.name}, {"T", T},
+                        {"B", c.batch_size}, {"D", dims.one ? nlohmann::json(D) : nlohmann::json(c.dims)},
+                        {"N", N}, {"lookup_elements", ws.lookup_elements},
+                        {"unique_row_elements", ws.unique_row_elements}, {"unique_rows", ws.unique_rows},
                         {"max_segment_length", ws.max_segment_length}, {"copy_GBps", copy_gbps},
                         {"results", results}};
     std::ofstream(args.json_path) << j.dump(2) << "\n";

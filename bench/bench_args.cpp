@@ -18,6 +18,13 @@ void add_batch(CLI::App& sub, std::int64_t& batch, const char* description) {
   cli::add_decimal(sub, "--batch", "B", batch, std::int64_t{1}, kMaxBenchBatch, description);
 }
 
+/// --workload W of `forward`, `backward` and `cpu`: one of named_workload_names().
+void add_workload(CLI::App& sub, std::string& workload, const char* description) {
+  sub.add_option("--workload", workload, description)
+      ->type_name("W")
+      ->check(CLI::IsMember(named_workload_names()));
+}
+
 void add_forward(CLI::App& app, ForwardArgs& a) {
   CLI::App* sub = app.add_subcommand("forward", "the CUDA TBE forward on a named workload");
   sub->footer(
@@ -26,11 +33,9 @@ void add_forward(CLI::App& app, ForwardArgs& a) {
       "fused and separate bounds check, FP32/FP16 weights, tuning variants), counts bytes\n"
       "(unique rows, all gathered rows, indices, offsets, output) and reports % of the device\n"
       "copy bandwidth measured in the same run. Exits 77 when no CUDA device is visible.");
-  sub->add_option("--workload", a.workload,
-                  "the named workload (default seed-large; mixed-D ones such as prod-mixed count "
-                  "each table's D; fbgemm-bench-default is launch-bound at B = 512)")
-      ->type_name("W")
-      ->check(CLI::IsMember(named_workload_names()));
+  add_workload(*sub, a.workload,
+               "the named workload (default seed-large; mixed-D ones such as prod-mixed count "
+               "each table's D; fbgemm-bench-default is launch-bound at B = 512)");
   add_batch(*sub, a.batch, "batch size B (default: the workload's)");
   add_iters(*sub, a.iters);
   sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
@@ -41,15 +46,18 @@ void add_forward(CLI::App& app, ForwardArgs& a) {
 
 void add_backward(CLI::App& app, BackwardArgs& a) {
   CLI::App* sub =
-      app.add_subcommand("backward", "the CUDA TBE backward + exact optimizer on seed-large");
+      app.add_subcommand("backward", "the CUDA TBE backward + exact optimizer on a named workload");
   sub->footer(
-      "Times the CUDA backward + exact optimizer on seed-large (FP32: SGD, rowwise Adagrad) and\n"
-      "seed-large-fp16 (rowwise Adagrad), transpose inside backward or hoisted, plus forward +\n"
-      "backward totals; CUDA events after warm-up, L2 flushed, median/min/max; split across\n"
-      "preprocessing / routing / short runs / long chunks / long apply; bytes counted against\n"
-      "the device copy bandwidth measured in the same run. Exits 77 when no CUDA device is\n"
-      "visible.");
-  add_batch(*sub, a.batch, "batch size B (default: seed-large's; 8192 for quick runs)");
+      "Times the CUDA backward + exact optimizer on a named workload's lookups (default\n"
+      "seed-large) with FP32 weights (SGD, rowwise Adagrad) and FP16 weights (rowwise Adagrad),\n"
+      "transpose inside backward or hoisted, plus forward + backward totals; CUDA events after\n"
+      "warm-up, L2 flushed, median/min/max; split across preprocessing / routing / short runs /\n"
+      "long chunks / long apply; bytes counted (each lookup with its table's D) against the\n"
+      "device copy bandwidth measured in the same run. Exits 77 when no CUDA device is visible.");
+  add_workload(*sub, a.workload,
+               "the named workload (default seed-large; prod-mixed has tables of different D "
+               "and E; fbgemm-bench-default is launch-bound at B = 512)");
+  add_batch(*sub, a.batch, "batch size B (default: the workload's; 8192 for quick runs)");
   add_iters(*sub, a.iters);
   cli::add_parsed(
       *sub, "--bounds", a.bounds,
@@ -63,7 +71,7 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
       ->type_name("MODE");
   sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
   sub->add_option("--dump-npy", a.npy_dir,
-                  "write indices/offsets/weights for bench/peer_backward.py")
+                  "write indices/offsets for bench/peer_backward.py (one D workloads only)")
       ->type_name("DIR");
 }
 
@@ -150,9 +158,7 @@ void add_cpu(CLI::App& app, CpuArgs& a) {
       "clock after 1 warm-up call, median/min/max over N iterations; lookups/s and bytes\n"
       "counted against the host copy bandwidth measured in the same run. Makes no CUDA call.\n"
       "--dump-npy writes the inputs for bench/peer_fbgemm_cpu.py.");
-  sub->add_option("--workload", a.workload, "the named workload (default seed-large)")
-      ->type_name("W")
-      ->check(CLI::IsMember(named_workload_names()));
+  add_workload(*sub, a.workload, "the named workload (default seed-large)");
   add_batch(*sub, a.batch, "batch size B (default: the workload's)");
   cli::add_decimal(*sub, "--iters", "N", a.iters, 1, kMaxBenchIters,
                    "timed iterations after 1 warm-up call (default 5)");

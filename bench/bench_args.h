@@ -29,11 +29,12 @@ struct ForwardArgs {
 
 /// `tbe-bench backward` (bench/backward_bench.cu).
 struct BackwardArgs {
-  std::int64_t batch = 0;  ///< --batch B (0: seed-large's own B)
+  std::string workload = "seed-large";  ///< --workload: any of named_workload_names()
+  std::int64_t batch = 0;  ///< --batch B (0: the workload's own B)
   int iters = 20;          ///< --iters N
   BoundsCheckMode bounds = BoundsCheckMode::Warning;  ///< --bounds: warning or none
   std::string json_path;   ///< --json FILE, "" for none
-  std::string npy_dir;     ///< --dump-npy DIR, "" for none
+  std::string npy_dir;     ///< --dump-npy DIR, "" for none (one D workloads only)
 };
 
 /// `tbe-bench ikbo-lce` (bench/ikbo_lce_bench.cu).

@@ -1,14 +1,17 @@
 // Shared helpers of tbe-bench's CUDA subcommands: CUDA error exit, event timing after warm-up with
-// the L2 flushed before every iteration (median / min / max: bench_timing.h).
+// the L2 flushed before every iteration (median / min / max: bench_timing.h), the D of a workload.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
 
 #include "bench_timing.h"
+#include "tbe/workloads.h"
 
 namespace tbe::bench {
 
@@ -58,6 +61,28 @@ Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_
   cudaEventDestroy(b);
   return summarize(ms);
 }
+
+/// True when the workload's tables do not all have the same D (prod-mixed, small-table): the peer
+/// harnesses' --dump-npy takes one [rows, D] table, so `command` refuses with `why` on stderr.
+inline bool refuse_mixed_d_dump(const WorkloadSpec& spec, const char* command, const char* why) {
+  const auto& d = spec.table_dims;
+  if (d.empty() || std::all_of(d.begin(), d.end(), [&](std::int32_t x) { return x == d[0]; }))
+    return false;
+  std::fprintf(stderr, "tbe-bench %s: --dump-npy: workload %s has tables of different D (%s)\n",
+               command, spec.name.c_str(), why);
+  return true;
+}
+
+/// The D of a generated case's features: `d` when all are the same (`one` true), else "mixed".
+struct FeatureDims {
+  std::int32_t d = 0;
+  bool one = true;
+  std::string text;
+  explicit FeatureDims(const std::vector<std::int32_t>& dims)
+      : d(dims.empty() ? 0 : dims[0]),
+        one(std::all_of(dims.begin(), dims.end(), [&](std::int32_t x) { return x == d; })),
+        text(one ? std::to_string(d) : "mixed") {}
+};
 
 /// Device-to-device copy bandwidth (bytes read + written per second), 1 GiB copied.
 inline double copy_bandwidth_gbps(cudaStream_t stream) {

@@ -67,23 +67,18 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
   // --- workload (CPU, seeded) ---
   const auto t0 = std::chrono::steady_clock::now();
   WorkloadSpec spec = named_workload(args.workload, args.batch);
-  if (!args.npy_dir.empty() && !spec.table_dims.empty() &&
-      std::any_of(spec.table_dims.begin(), spec.table_dims.end(),
-                  [&](std::int32_t d) { return d != spec.table_dims[0]; })) {
-    std::fprintf(stderr, "tbe-bench forward: --dump-npy: workload %s has tables of different D "
-                         "(the peer harness takes one [rows, D] table)\n", spec.name.c_str());
+  if (!args.npy_dir.empty() &&
+      refuse_mixed_d_dump(spec, "forward", "the peer harness takes one [rows, D] table"))
     return 2;
-  }
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::int64_t T = c.num_features(), N = static_cast<std::int64_t>(c.indices.size());
-  const std::int32_t D = c.dims.empty() ? 0 : c.dims[0];
-  const bool one_d = std::all_of(c.dims.begin(), c.dims.end(), [&](std::int32_t d) { return d == D; });
-  const std::string d_text = one_d ? std::to_string(D) : "mixed";
+  const FeatureDims dims(c.dims);
+  const std::int32_t D = dims.d;
   std::printf("workload %s: T=%lld B=%lld D=%s N=%lld bags=%lld unique rows=%lld max SL=%lld "
               "(generated in %.1f s)\n",
-              spec.name.c_str(), (long long)T, (long long)c.batch_size, d_text.c_str(), (long long)N,
+              spec.name.c_str(), (long long)T, (long long)c.batch_size, dims.text.c_str(), (long long)N,
               (long long)ws.bags, (long long)ws.unique_rows, (long long)ws.max_segment_length, gen_s);
 
   if (!args.npy_dir.empty()) {
@@ -230,7 +225,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
               separate_ms[0] / fused_ms[0], separate_ms[1] / fused_ms[1]);
   if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"workload", spec.name}, {"T", T},
-                        {"B", c.batch_size}, {"D", one_d ? nlohmann::json(D) : nlohmann::json(c.dims)},
+                        {"B", c.batch_size}, {"D", dims.one ? nlohmann::json(D) : nlohmann::json(c.dims)},
                         {"N", N}, {"unique_rows", ws.unique_rows},
                         {"copy_GBps", copy_gbps}, {"results", results},
                         {"fused_speedup_fp32", separate_ms[0] / fused_ms[0]},

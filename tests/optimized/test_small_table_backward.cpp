@@ -80,6 +80,15 @@ void require_judged(BackwardCase& c, const BackwardOutcome& gpu) {
   }
 }
 
+/// The GPU backward of `c` with the forward's saved counts (or its own histogram), judged.
+BackwardOutcome run_judged(BackwardCase& c, bool saved) {
+  BackwardRunOptions o;
+  o.saved_counts = saved;
+  BackwardOutcome gpu = run_backward_gpu(c, o);
+  require_judged(c, gpu);
+  return gpu;
+}
+
 }  // namespace
 
 TEST_CASE("small-table backward: Adagrad and SGD, RNE and SR, saved counts on and off",
@@ -95,10 +104,7 @@ TEST_CASE("small-table backward: Adagrad and SGD, RNE and SR, saved counts on an
           BackwardCase c = small_backward({E, 300}, {D, 32}, 600, 64, 160, pm, grad, opt, wb, seed++);
           CAPTURE(E, D, saved, to_string(pm), to_string(grad), static_cast<int>(opt),
                   static_cast<int>(wb));
-          BackwardRunOptions o;
-          o.saved_counts = saved;
-          const BackwardOutcome gpu = run_backward_gpu(c, o);
-          require_judged(c, gpu);
+          const BackwardOutcome gpu = run_judged(c, saved);
           REQUIRE(has_path(gpu.stats, "bwd.small_table"));
           REQUIRE(has_path(gpu.stats, "bwd.small_table.saved_counts") == saved);
           REQUIRE(has_path(gpu.stats, "bwd.short"));  // the other table
@@ -136,10 +142,7 @@ TEST_CASE("small-table backward: a 16-bag tile of empty bags counts zero (own an
       c.forward.indices = keep;
       c.forward.offsets = offsets;
       CAPTURE(B, saved);
-      BackwardRunOptions o;
-      o.saved_counts = saved;
-      const BackwardOutcome gpu = run_backward_gpu(c, o);
-      require_judged(c, gpu);
+      const BackwardOutcome gpu = run_judged(c, saved);
       REQUIRE(has_path(gpu.stats, "bwd.small_table"));
       REQUIRE(has_path(gpu.stats, "bwd.small_table.saved_counts") == saved);
     }
@@ -223,10 +226,7 @@ TEST_CASE("small-table backward: a count above 2048 falls back to the generic pa
                                     OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, L);
     for (const bool saved : {false, true}) {
       CAPTURE(L, saved);
-      BackwardRunOptions o;
-      o.saved_counts = saved;
-      const BackwardOutcome gpu = run_backward_gpu(c, o);
-      require_judged(c, gpu);
+      const BackwardOutcome gpu = run_judged(c, saved);
       REQUIRE(has_path(gpu.stats, "bwd.small_table") == (L == 2048));
       REQUIRE(has_path(gpu.stats, "bwd.long.fused") == (L == 2049));  // SL = 80·2049
     }
@@ -255,10 +255,7 @@ TEST_CASE("small-table backward: malformed input repaired like the generic path"
   c.forward.offsets[11] = c.forward.offsets[12] + 5;
   c.forward.offsets.back() += 3;
   for (const bool saved : {false, true}) {
-    BackwardRunOptions o;
-    o.saved_counts = saved;
-    const BackwardOutcome gpu = run_backward_gpu(c, o);
-    require_judged(c, gpu);
+    const BackwardOutcome gpu = run_judged(c, saved);
     REQUIRE(has_path(gpu.stats, "bwd.small_table"));
     const BackwardOutcome ref = run_backward_reference(c, false);
     REQUIRE(gpu.stats.warnings == ref.stats.warnings);

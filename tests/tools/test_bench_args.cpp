@@ -63,11 +63,15 @@ TEST_CASE("bench args: forward, defaults and every option", "[cli]") {
 TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
   const BenchCommand d = command({"backward"});
   CHECK(d.kind == BenchCommand::Kind::Backward);
+  CHECK(d.backward.workload == "seed-large");
+  CHECK(d.backward.batch == 0);
   CHECK(d.backward.bounds == BoundsCheckMode::Warning);
   CHECK(d.backward.iters == 20);
-  const BackwardArgs a = command({"backward", "--batch", "8192", "--iters", "10", "--bounds",
-                                  "none", "--json", "b.json", "--dump-npy", "d"})
+  const BackwardArgs a = command({"backward", "--workload", "prod-mixed", "--batch", "8192",
+                                  "--iters", "10", "--bounds", "none", "--json", "b.json",
+                                  "--dump-npy", "d"})
                              .backward;
+  CHECK(a.workload == "prod-mixed");
   CHECK(a.batch == 8192);
   CHECK(a.iters == 10);
   CHECK(a.bounds == BoundsCheckMode::None);
@@ -165,6 +169,7 @@ TEST_CASE("bench args: bad command lines are usage errors naming the flag", "[cl
   check_usage_error({"forward", "--iters", "1e3"}, "--iters");  // not a decimal integer
   check_usage_error({"forward", "--iters", "-5"}, "--iters");
   check_usage_error({"forward", "--workload", "seed-small"}, "--workload");
+  check_usage_error({"backward", "--workload", "seed-small"}, "--workload");
   check_usage_error({"backward", "--bounds", "fatal"}, "--bounds: 'fatal' is not allowed here");
   check_usage_error({"backward", "--bounds", "lenient"}, "--bounds");
   check_usage_error({"ikbo-lce", "--rounding", "nearest"}, "--rounding: 'nearest' is not a rounding");
