@@ -253,6 +253,14 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
   }
 }
 
+// a += b per component, IEEE round to nearest (no contraction: the bound counts each addition)
+__device__ __forceinline__ void add_rn(float4& a, const float4& b) {
+  a.x = __fadd_rn(a.x, b.x);
+  a.y = __fadd_rn(a.y, b.y);
+  a.z = __fadd_rn(a.z, b.z);
+  a.w = __fadd_rn(a.w, b.w);
+}
+
 // One block of kApplyWarps warps per (feature, row): warp w sums the block partials w, w + 8, ...
 // in block order, warp 0 adds the warps' sums in warp order (a fixed tree: deterministic; every
 // partial passes through at most P - 1 additions), then runs the generic optimizer update
@@ -272,29 +280,21 @@ small_table_apply_block_per_row(const SmallTableBackwardArgs a) {
   for (int kb = warp + lane * kApplyWarps; kb < a.blocks_per_feature; kb += kApplyWarps * tuning::kWarpThreads)
     sl += a.partial_sl[(base + kb) * kStMaxRows + e];
   sl = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(sl));  // < 2^31: SL of one row
+  // this lane's 4 columns of block kb's partial of row e
+  auto partial = [&](int kb) {
+    return *reinterpret_cast<const float4*>(a.partials + ((base + kb) * kStMaxRows + e) * kStMaxDim + c);
+  };
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   int kb = warp;
   constexpr int kUnroll = 4;  // independent loads in flight, added in block order
   for (; kb + (kUnroll - 1) * kApplyWarps < a.blocks_per_feature; kb += kUnroll * kApplyWarps) {
     float4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      v[u] = *reinterpret_cast<const float4*>(a.partials + ((base + kb + u * kApplyWarps) * kStMaxRows + e) * kStMaxDim + c);
+    for (int u = 0; u < kUnroll; ++u) v[u] = partial(kb + u * kApplyWarps);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      acc.x = __fadd_rn(acc.x, v[u].x);
-      acc.y = __fadd_rn(acc.y, v[u].y);
-      acc.z = __fadd_rn(acc.z, v[u].z);
-      acc.w = __fadd_rn(acc.w, v[u].w);
-    }
+    for (int u = 0; u < kUnroll; ++u) add_rn(acc, v[u]);
   }
-  for (; kb < a.blocks_per_feature; kb += kApplyWarps) {
-    const float4 v = *reinterpret_cast<const float4*>(a.partials + ((base + kb) * kStMaxRows + e) * kStMaxDim + c);
-    acc.x = __fadd_rn(acc.x, v.x);
-    acc.y = __fadd_rn(acc.y, v.y);
-    acc.z = __fadd_rn(acc.z, v.z);
-    acc.w = __fadd_rn(acc.w, v.w);
-  }
+  for (; kb < a.blocks_per_feature; kb += kApplyWarps) add_rn(acc, partial(kb));
   s_acc[warp][lane] = acc;
   if (lane == 0) s_sl[warp] = sl;
   __syncthreads();
@@ -302,14 +302,8 @@ small_table_apply_block_per_row(const SmallTableBackwardArgs a) {
   std::int64_t row_sl = 0;
   for (int w = 0; w < kApplyWarps; ++w) row_sl += s_sl[w];
   if (row_sl < a.min_run) return;  // untouched (0) or the generic path's row
+  for (int w = 1; w < kApplyWarps && w < a.blocks_per_feature; ++w) add_rn(acc, s_acc[w][lane]);  // warps with partials
   float total[4] = {acc.x, acc.y, acc.z, acc.w};
-  for (int w = 1; w < kApplyWarps && w < a.blocks_per_feature; ++w) {  // warps with partials
-    const float4 v = s_acc[w][lane];
-    total[0] = __fadd_rn(total[0], v.x);
-    total[1] = __fadd_rn(total[1], v.y);
-    total[2] = __fadd_rn(total[2], v.z);
-    total[3] = __fadd_rn(total[3], v.w);
-  }
   const RunGroup<false> grp = RunGroup<false>::make(tuning::kWarpThreads);
   const BwdTableMeta t{ft.row_offset, ft.table_offset, ft.dim, j};
   const std::int64_t key = ft.row_offset + e;
