@@ -102,6 +102,12 @@ struct SmallTable {
   /// once per block).
   static constexpr int kWarps = 4;
   static constexpr int kBagsPerBlock = 128;
+  /// Forward counting: a one-slice tile of contiguous bags with fewer positions than this (mean
+  /// L < 96) is streamed position by position (4 index loads in flight per lane, the bag found by a
+  /// binary search over the 16 starts); longer tiles are counted bag by bag (4 loads in flight),
+  /// where the search's ~10 instructions per position cost more than they hide (measured on the
+  /// H200: L = 512 forward 0.090 -> 0.130 ms when streamed; bench/results/README.md).
+  static constexpr int kStreamMaxPositions = 16 * 96;
   /// Backward GEMM: split-K blocks over all small-table features of one call (each block sums
   /// whole 16-bag k-tiles of one feature; its partial tiles are reduced in a fixed order:
   /// deterministic). At least about 2 per SM of an H100/H200 (the block's k-loop is

@@ -23,6 +23,7 @@ namespace {
 constexpr int kTiles = tuning::SmallTable::kBagsPerBlock / 16;
 constexpr int kMinTc = tuning::SmallTable::kTensorCoreMinLookups;
 constexpr int kLoadUnroll = 8;   // independent table loads in flight per thread
+constexpr int kStreamMaxSpan = tuning::SmallTable::kStreamMaxPositions;
 constexpr int kIndexUnroll = 4;  // independent index loads in flight per lane (registers: the
                                  // 16 n-tile accumulators stay live across the count loop)
 
@@ -118,7 +119,10 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
       // 1. counts of positions [start + sl·2048, min(end, start + (sl + 1)·2048)) of each bag
       for (int i = lane; i < 16 * kStCountStride; i += 32) cnt[i] = 0;
       __syncwarp();
-      if (slices == 1 && contiguous && nvalid > 0) {
+      const bool stream =
+          slices == 1 && contiguous && nvalid > 0 &&
+          __shfl_sync(0xffffffffu, end, nvalid - 1) - tile_first < kStreamMaxSpan;
+      if (stream) {
         // One slice of contiguous bags: stream the tile's positions [tile_first, end of the last
         // valid bag) with kIndexUnroll loads in flight per lane; a position's bag is the last m
         // with start_m <= p (binary search over the lanes' starts; empty bags hold no position),
@@ -160,13 +164,23 @@ __global__ void __launch_bounds__(kStBlock) small_table_forward_histogram(const 
           if (!cm) continue;  // warp-uniform
           const std::int64_t ps = s + static_cast<std::int64_t>(sl) * kStSlice;
           const std::int64_t pe = min(e, ps + kStSlice);
-          for (std::int64_t p = ps + lane; p < pe; p += 32) {
-            std::int64_t r = static_cast<std::int64_t>(indices[p]);
-            if (a.check_indices && (r < 0 || r >= E)) {
-              r = 0;  // bad index -> row 0, counted (each position once: slices are disjoint)
-              atomicAdd(&a.counters->bad_indices, 1ull);
+          for (std::int64_t p0 = ps; p0 < pe; p0 += 32 * kIndexUnroll) {
+            std::int64_t r[kIndexUnroll];  // kIndexUnroll loads issued before any atomic
+#pragma unroll
+            for (int u = 0; u < kIndexUnroll; ++u) {
+              const std::int64_t p = p0 + lane + 32 * u;
+              r[u] = p < pe ? static_cast<std::int64_t>(indices[p]) : 0;
             }
-            atomicAdd(&cnt[m * kStCountStride + r], 1);
+#pragma unroll
+            for (int u = 0; u < kIndexUnroll; ++u) {
+              if (p0 + lane + 32 * u >= pe) continue;
+              std::int64_t rr = r[u];
+              if (a.check_indices && (rr < 0 || rr >= E)) {
+                rr = 0;  // bad index -> row 0, counted (each position once: slices are disjoint)
+                atomicAdd(&a.counters->bad_indices, 1ull);
+              }
+              atomicAdd(&cnt[m * kStCountStride + rr], 1);
+            }
           }
         }
       }
