@@ -6,6 +6,10 @@
 //                     [--unsorted]   (bench_args.cpp)
 //
 // Variants (same device inputs, uniform [-1, 1) rounded to the storage type):
+//   wgmma.kb128     AttentionKernel::Wgmma (the sm_90a kernel: TMA producer warpgroup, two wgmma
+//                   consumer warpgroups; AttentionKernel::Auto picks it on H100 / H200)
+//   wgmma.kb128.pingpong  the same with AttentionTuning::pingpong (the default): the consumer
+//                   warpgroups take turns on the tensor cores
 //   mma-sync.kbK    AttentionOp with AttentionTuning::key_block = K (64, 128): the whole op as a
 //                   caller runs it (map check, the device grouping by user, the kernel)
 //   mma-sync.kb128.qreg[.stages3]  key block 128 with AttentionTuning::q_in_registers (Q
@@ -82,10 +86,16 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       int kb;
       bool qreg;
       int stages;
+      cuda::AttentionKernel kernel = cuda::AttentionKernel::MmaSync;
+      bool pingpong = true;
     };
     for (const Variant& kv : {Variant{64, false, 2}, {128, false, 2}, {128, true, 2},
-                              {128, false, 3}, {128, true, 3}}) {
+                              {128, false, 3}, {128, true, 3},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, false}}) {
       cuda::AttentionTuning tuning;
+      tuning.kernel = kv.kernel;
+      tuning.pingpong = kv.pingpong;
       tuning.key_block = kv.kb;
       tuning.q_in_registers = kv.qreg;
       tuning.kv_stages = kv.stages;
@@ -94,9 +104,11 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       const Timing tm = time_it([&] { op.run(out.get(), ws.get(), c.stream); }, c.iters, c.stream,
                                 c.flush.get(), c.flush_bytes);
       op.finish();
-      const std::string variant = "mma-sync.kb" + std::to_string(kv.kb) +
-                                  (kv.qreg ? ".qreg" : "") + (kv.stages == 3 ? ".stages3" : "") +
-                                  map_name;
+      const std::string variant =
+          kv.kernel == cuda::AttentionKernel::Wgmma
+              ? std::string("wgmma.kb128") + (kv.pingpong ? ".pingpong" : "") + map_name
+              : "mma-sync.kb" + std::to_string(kv.kb) + (kv.qreg ? ".qreg" : "") +
+                    (kv.stages == 3 ? ".stages3" : "") + map_name;
       const double tflops = flops / (tm.median_ms * 1e-3) / 1e12;
       const double pct = 100.0 * tflops / c.gemm_bf16;
       std::string paths;

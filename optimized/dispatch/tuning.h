@@ -270,4 +270,16 @@ struct AttentionMmaSync {
   static constexpr int kGroupingThreads = 256;
 };
 
+/// The sm_90a cross-attention forward (kernels/ikbo_attention_fwd_wgmma.cuh,
+/// AttentionKernel::Wgmma): 3 warpgroups (a TMA producer, two wgmma consumers of 64 rows), the same
+/// 128-row work items as AttentionMmaSync (the grouping is shared), key tiles of kKeyBlock in a
+/// ring of stages(Dh) stages: Dh = 128: Q 32 KB + 2 × (K, V) 64 KB = 160 KB; Dh = 64: 16 KB +
+/// 3 × 32 KB = 112 KB. The kernel's constants are these (it static_asserts the row count).
+struct AttentionWgmma {
+  static constexpr int kBlockRows = 128;
+  static constexpr int kKeyBlock = 128;
+  static constexpr int kThreads = 384;
+  static constexpr int stages(int Dh) { return Dh == 64 ? 3 : 2; }
+};
+
 }  // namespace tbe::cuda::tuning

@@ -105,6 +105,10 @@ void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B,
 
 void launch_attention_forward(DType storage, const AttentionArgs& a, cudaStream_t stream) {
   if (a.B <= 0) return;
+  if (a.wgmma) {
+    if (storage == DType::BF16) return attention_wgmma::launch_fwd_wgmma_bf16(a, stream);
+    return attention_wgmma::launch_fwd_wgmma_f16(a, stream);  // kAttentionStorageTypes: F16, BF16
+  }
   dispatch::dispatch_dtype<dispatch::kAttentionStorageTypes>(
       storage, "attention.policy.storage", [&](auto st) {
         attention::launch_fwd_typed<dispatch::storage_t<decltype(st)::value>>(a, stream);

@@ -61,6 +61,9 @@ struct AttentionArgs {
   int key_block = 64;                ///< keys per shared-memory tile: 64 or 128
   bool q_in_registers = false;       ///< Q fragments held in registers (key_block 128 only)
   int kv_stages = 2;                 ///< K/V tiles in the cp.async ring: 2, or 3 (key_block 128)
+  bool wgmma = false;                ///< the sm_90a kernel (TMA, wgmma, warp specialization)
+  bool pingpong = true;              ///< wgmma: consumer warpgroups take turns on the MMAs
+  std::int64_t total_keys = 0;       ///< rows of k and v (the TMA tensor maps' extent; wgmma)
   float scale_log2 = 0.0f;           ///< scale · log2(e), rounded to FP32
   AttentionGrouping grouping;
   int runs = 0;                      ///< R = B
@@ -68,6 +71,16 @@ struct AttentionArgs {
   const unsigned long long* map_error = nullptr;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
+/// The forward kernel a.wgmma selects (kernels/ikbo_attention_fwd{,_wgmma}.cuh), over grid
+/// (a.grid_blocks, H). a.wgmma needs an sm_90a device and total_keys + 128 <= INT_MAX (TMA
+/// coordinates are 32-bit): AttentionOp checks both before it sets it.
 void launch_attention_forward(DType storage, const AttentionArgs& a, cudaStream_t stream);
+
+namespace attention_wgmma {
+/// The wgmma kernel's instances of one storage type (Dh 64 and 128), in
+/// ikbo_attention_fwd_wgmma_{f16,bf16}_sm90a.cu (compiled for sm_90a only).
+void launch_fwd_wgmma_f16(const AttentionArgs& a, cudaStream_t stream);
+void launch_fwd_wgmma_bf16(const AttentionArgs& a, cudaStream_t stream);
+}  // namespace attention_wgmma
 
 }  // namespace tbe::cuda::detail

@@ -26,6 +26,22 @@ namespace {
 
 std::string s(std::int64_t v) { return std::to_string(v); }
 
+/// The wgmma kernel's TMA coordinates (int32) reach every key, its last tile included.
+bool wgmma_keys_fit(const ikbo::AttentionProblem& p) {
+  return p.total_keys() <= INT_MAX - tuning::AttentionWgmma::kKeyBlock;
+}
+
+/// The current device runs sm_90a code (compute capability 9.0: H100, H200).
+bool device_runs_sm90a(int* major, int* minor) {
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev),
+             "cudaDeviceGetAttribute");
+  cuda_check(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev),
+             "cudaDeviceGetAttribute");
+  return *major == 9 && *minor == 0;
+}
+
 /// The kernel limits of AttentionOp beyond ikbo::validate(p).
 Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuning) {
   const ikbo::IkboPolicy& pol = p.policy;
@@ -53,6 +69,11 @@ Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuni
     return Status::Invalid("attention.U", "attention.U: " + s(p.U) +
                                               " exceeds the CUDA attention kernel's limit " +
                                               s(INT_MAX));
+  if (tuning.kernel == AttentionKernel::Wgmma && !wgmma_keys_fit(p))
+    return Status::Invalid("tuning.kernel",
+                           "tuning.kernel: wgmma addresses keys with 32-bit TMA coordinates: " +
+                               s(p.total_keys()) + " keys exceed its limit " +
+                               s(INT_MAX - tuning::AttentionWgmma::kKeyBlock));
   if (!dispatch::contains(dispatch::kAttentionKeyBlocks, tuning.key_block))
     return Status::Invalid("tuning.key_block", "tuning.key_block: " + s(tuning.key_block) +
                                                    " must be 64 or 128");
@@ -77,6 +98,8 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 struct AttentionOp::Plan {
   ikbo::AttentionProblem p;
   AttentionTuning tuning;
+  AttentionKernel kernel = AttentionKernel::MmaSync;  ///< tuning.kernel, Auto resolved
+  std::int64_t total_keys = 0;  ///< rows of k and v (p.k_offsets is not kept)
   DeviceBuffer k_offsets;  ///< [U + 1] device copy (jagged)
   std::int64_t slots = 0;  ///< R = B
   int grid_blocks = 0;
@@ -145,9 +168,25 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
   P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) * 1.4426950408889634);  // · log2 e
   const int rows = detail::kAttentionBlockRows;
   static_assert(detail::kAttentionBlockRows == tuning::AttentionMmaSync::kBlockRows);
-  P.paths.push_back("attention.mma-sync.dh" + s(p.Dh) + ".kb" + s(tuning.key_block) +
-                    (tuning.q_in_registers ? ".qreg" : "") +
-                    (tuning.kv_stages == 3 ? ".stages3" : ""));
+  int major = 0, minor = 0;
+  const bool sm90a = device_runs_sm90a(&major, &minor);
+  if (tuning.kernel == AttentionKernel::Wgmma && !sm90a)
+    throw InvalidArgument("tuning.kernel", "tuning.kernel: wgmma needs a device of compute "
+                                           "capability 9.0 (compiled for sm_90a), this one is " +
+                                               s(major) + "." + s(minor));
+  P.kernel = tuning.kernel;
+  P.total_keys = p.total_keys();
+  if (P.kernel == AttentionKernel::Auto)
+    P.kernel = sm90a && wgmma_keys_fit(p) ? AttentionKernel::Wgmma : AttentionKernel::MmaSync;
+  if (P.kernel == AttentionKernel::Wgmma)
+    P.paths.push_back("attention.wgmma.dh" + s(p.Dh) + ".kb" +
+                      s(tuning::AttentionWgmma::kKeyBlock) + ".stages" +
+                      s(tuning::AttentionWgmma::stages(static_cast<int>(p.Dh))) +
+                      (tuning.pingpong ? ".pingpong" : ""));
+  else
+    P.paths.push_back("attention.mma-sync.dh" + s(p.Dh) + ".kb" + s(tuning.key_block) +
+                      (tuning.q_in_registers ? ".qreg" : "") +
+                      (tuning.kv_stages == 3 ? ".stages3" : ""));
   P.paths.push_back("attention.grouping.cub-sort-rle");
   if (p.jagged()) {
     P.paths.push_back("attention.jagged");
@@ -181,6 +220,16 @@ AttentionOp& AttentionOp::operator=(AttentionOp&&) noexcept = default;
 
 std::size_t AttentionOp::workspace_bytes() const { return plan_->ws_total; }
 const std::vector<std::string>& AttentionOp::paths() const { return plan_->paths; }
+AttentionKernel AttentionOp::kernel() const { return plan_->kernel; }
+
+const char* to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::Auto: return "auto";
+    case AttentionKernel::MmaSync: return "mma-sync";
+    case AttentionKernel::Wgmma: return "wgmma";
+  }
+  return "?";
+}
 
 void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   Plan& P = *plan_;
@@ -219,6 +268,9 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   a.key_block = P.tuning.key_block;
   a.q_in_registers = P.tuning.q_in_registers;
   a.kv_stages = P.tuning.kv_stages;
+  a.wgmma = P.kernel == AttentionKernel::Wgmma;
+  a.pingpong = P.tuning.pingpong;
+  a.total_keys = P.total_keys;
   a.scale_log2 = P.scale_log2;
   a.grouping = g;
   a.runs = static_cast<int>(P.slots);

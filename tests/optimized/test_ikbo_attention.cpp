@@ -1,18 +1,20 @@
 // GPU tests of the IKBO cross attention (tbe::cuda::AttentionOp and the CUDA IKBO backend):
 // outputs judged by the attention oracle (tbe::oracle::check_attention) for random shapes, map
-// kinds, dense and jagged keys, every kernel variant (key blocks 64, 128; 128 with Q in
-// registers and / or a 3-stage K/V ring); cases C19 (exact tail tiles), C21 (tiling
+// kinds, dense and jagged keys, every kernel variant (mma.sync: key blocks 64, 128; 128 with Q in
+// registers and / or a 3-stage K/V ring; the sm_90a wgmma kernel); cases C19 (exact tail tiles), C21 (tiling
 // independence, bitwise stable), C22 (empty ranges); a private copy of a user's K/V vs shared
 // K/V (bitwise equal); long S, extreme logits; canaries (NaN-poisoned output, sentinels past its
 // end); the device map check and invalid arguments (InvalidArgument, output bitwise untouched).
 // C20 (64-bit offsets, 17 GB) is test_ikbo_attention_huge.cu, tagged [large].
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <cuda_runtime_api.h>
 #include <rapidcheck/catch.h>
 
 #include "ikbo_attention_harness.h"
@@ -28,18 +30,25 @@ using tbe::ikbo::MapKind;
 
 namespace {
 
-/// The compiled kernel variants (dispatch/tuning.h AttentionMmaSync): key block, Q in
-/// registers, K/V stages.
+/// The compiled kernel variants: the mma.sync kernel's (dispatch/tuning.h AttentionMmaSync: key
+/// block, Q in registers, K/V stages) and the sm_90a wgmma kernel (AttentionWgmma; the mma.sync
+/// knobs do not apply to it).
 struct Variant {
   int key_block;
   bool q_in_registers;
   int kv_stages;
+  cuda::AttentionKernel kernel = cuda::AttentionKernel::MmaSync;
+  bool pingpong = true;  // wgmma only
 };
-constexpr Variant kVariants[] = {
-    {64, false, 2}, {128, false, 2}, {128, true, 2}, {128, false, 3}, {128, true, 3}};
+constexpr Variant kWgmma{128, false, 2, cuda::AttentionKernel::Wgmma};
+constexpr Variant kWgmmaNoPingpong{128, false, 2, cuda::AttentionKernel::Wgmma, false};
+constexpr Variant kVariants[] = {{64, false, 2},  {128, false, 2}, {128, true, 2}, {128, false, 3},
+                                 {128, true, 3},  kWgmma,          kWgmmaNoPingpong};
 
 cuda::AttentionTuning tuning_of(Variant kv) {
   cuda::AttentionTuning t;
+  t.kernel = kv.kernel;
+  t.pingpong = kv.pingpong;
   t.key_block = kv.key_block;
   t.q_in_registers = kv.q_in_registers;
   t.kv_stages = kv.kv_stages;
@@ -48,10 +57,29 @@ cuda::AttentionTuning tuning_of(Variant kv) {
 
 cuda::AttentionTuning tuning_kb(int key_block) { return tuning_of({key_block, false, 2}); }
 
-/// "kb128.qreg.stages3": the variant's suffix of the kernel path (AttentionOp::paths).
+/// "mma-sync.kb128.qreg.stages3", "wgmma": the variant's name in test logs.
 std::string label(Variant kv) {
-  return "kb" + std::to_string(kv.key_block) + (kv.q_in_registers ? ".qreg" : "") +
+  if (kv.kernel == cuda::AttentionKernel::Wgmma) return kv.pingpong ? "wgmma.pingpong" : "wgmma";
+  return "mma-sync.kb" + std::to_string(kv.key_block) + (kv.q_in_registers ? ".qreg" : "") +
          (kv.kv_stages == 3 ? ".stages3" : "");
+}
+
+/// The kernel path AttentionOp::paths() reports for the variant at head dimension Dh.
+std::string kernel_path(Variant kv, std::int64_t Dh) {
+  const std::string dh = ".dh" + std::to_string(Dh);
+  if (kv.kernel == cuda::AttentionKernel::Wgmma)
+    return "attention.wgmma" + dh + ".kb128.stages" + (Dh == 64 ? "3" : "2") +
+           (kv.pingpong ? ".pingpong" : "");
+  return "attention.mma-sync" + dh + label(kv).substr(std::string("mma-sync").size());
+}
+
+/// The kernel AttentionKernel::Auto picks on this device (compute capability 9.0: wgmma) for
+/// problems whose keys fit the TMA coordinates.
+cuda::AttentionKernel auto_kernel() {
+  cudaDeviceProp prop{};
+  REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+  return prop.major == 9 && prop.minor == 0 ? cuda::AttentionKernel::Wgmma
+                                            : cuda::AttentionKernel::MmaSync;
 }
 
 /// The GPU outcome is Ok, canaries hold and the oracle accepts every element.
@@ -130,7 +158,7 @@ TEST_CASE("ikbo attention: every dtype, Dh, variant, map kind, dense and jagged 
                                << " jagged=" << jagged);
             const AttentionOutcome gpu = run_attention_gpu(p, tuning_of(kv));
             require_in_enclosure(p, gpu);
-            REQUIRE(gpu.paths.front() == "attention.mma-sync.dh" + std::to_string(Dh) + "." + label(kv));
+            REQUIRE(gpu.paths.front() == kernel_path(kv, Dh));
           }
 }
 
@@ -201,11 +229,15 @@ TEST_CASE("ikbo attention C19: candidates sharing K/V == each with a private cop
           priv.k_offsets.push_back(priv.k_offsets.back() + (k1 - k0));
         }
         if (!jagged) priv.k_offsets.clear();  // dense: every user has S keys
-        INFO(to_string(st) << " jagged=" << jagged << " map=" << to_string(map));
-        const AttentionOutcome a = run_attention_gpu(p), b = run_attention_gpu(priv.view());
-        require_in_enclosure(p, a);
-        REQUIRE(b.kind == AttentionOutcome::Kind::Ok);
-        REQUIRE(a.output == b.output);
+        for (Variant kv : {Variant{128, true, 3}, kWgmma}) {
+          INFO(to_string(st) << " jagged=" << jagged << " map=" << to_string(map) << " "
+                             << label(kv));
+          const AttentionOutcome a = run_attention_gpu(p, tuning_of(kv));
+          const AttentionOutcome b = run_attention_gpu(priv.view(), tuning_of(kv));
+          require_in_enclosure(p, a);
+          REQUIRE(b.kind == AttentionOutcome::Kind::Ok);
+          REQUIRE(a.output == b.output);
+        }
       }
 }
 
@@ -222,6 +254,8 @@ TEST_CASE("ikbo attention C21: every variant in the enclosure, each bitwise stab
   }
   // Q in registers and the 3-stage ring feed the same MMA operands in the same order as the
   // key block 128 kernel with Q read from shared memory and 2 stages: bitwise equal outputs
+  // (the wgmma kernel sums in another order: the enclosure only, checked above; with and without
+  // its ping-pong schedule it is bitwise the same)
   for (DType st : {DType::BF16, DType::F16})
     for (std::int64_t Dh : {64, 128}) {
       const ikbo::AttentionCase d = ikbo::make_attention_case(shape(21, 5, 9, 2, Dh, 300, true),
@@ -229,10 +263,14 @@ TEST_CASE("ikbo attention C21: every variant in the enclosure, each bitwise stab
       const AttentionOutcome base = run_attention_gpu(d.view(), tuning_of({128, false, 2}));
       REQUIRE(base.kind == AttentionOutcome::Kind::Ok);
       for (Variant kv : kVariants)
-        if (kv.key_block == 128) {
+        if (kv.key_block == 128 && kv.kernel == cuda::AttentionKernel::MmaSync) {
           INFO(to_string(st) << " Dh=" << Dh << " " << label(kv));
           REQUIRE(run_attention_gpu(d.view(), tuning_of(kv)).output == base.output);
         }
+      INFO(to_string(st) << " Dh=" << Dh << " wgmma with and without ping-pong");
+      const AttentionOutcome w = run_attention_gpu(d.view(), tuning_of(kWgmma));
+      REQUIRE(w.kind == AttentionOutcome::Kind::Ok);
+      REQUIRE(run_attention_gpu(d.view(), tuning_of(kWgmmaNoPingpong)).output == w.output);
     }
 }
 
@@ -321,7 +359,20 @@ TEST_CASE("ikbo attention: invalid arguments are rejected before any launch",
     expect(c.view(), "tuning.kv_stages", tuning_of({128, false, 4}));
     expect(c.view(), "tuning.kv_stages", tuning_of({64, false, 3}));
   }
-  SECTION("misaligned q") { expect(c.view(), "q", {}, true); }
+  SECTION("misaligned q") {
+    expect(c.view(), "q", {}, true);
+    expect(c.view(), "q", tuning_of(kWgmma), true);
+  }
+  SECTION("wgmma with more keys than its 32-bit TMA coordinates reach; Auto falls back") {
+    ikbo::AttentionProblem p = c.view();
+    p.S = (std::int64_t{INT_MAX} - 127) / p.U + 1;  // U·S > INT_MAX - 128 (no device memory needed)
+    const Status st = cuda::AttentionOp::can_implement(p, tuning_of(kWgmma));
+    INFO(st.message);
+    REQUIRE(st.argument == "tuning.kernel");
+    REQUIRE(st.message.find(std::to_string(p.U * p.S)) != std::string::npos);
+    REQUIRE(cuda::AttentionOp::can_implement(p).ok());
+    REQUIRE(cuda::AttentionOp(p).kernel() == cuda::AttentionKernel::MmaSync);
+  }
   SECTION("a shape validate() rejects: the reference's argument") {
     ikbo::AttentionProblem p = c.view();
     p.n_seed = 0;
@@ -343,17 +394,20 @@ TEST_CASE("ikbo attention: the CUDA IKBO backend runs AttentionOp and reports it
           "[gpu][ikbo][attention]") {
   const std::unique_ptr<ikbo::IkboBackend> gpu = cuda::make_cuda_ikbo_backend();
   INFO(gpu->name());
-  REQUIRE(gpu->name().find("attention: mma-sync") != std::string::npos);
+  REQUIRE(gpu->name().find(std::string("attention: ") + cuda::to_string(auto_kernel())) !=
+          std::string::npos);
   ikbo::AttentionCase c = ikbo::make_attention_case(shape(17, 4, 8, 2, 128, 70, true),
                                                     policy(DType::F16), MapKind::Unsorted, 9);
   std::vector<std::byte> out = c.make_output();
   gpu->attention(c.view(), out.data());
   REQUIRE(oracle::check_attention(c.view(), out.data()).passed());
   const std::vector<std::string> paths = gpu->last_paths();
-  // the backend runs the default tuning (AttentionTuning{}: kb128.qreg.stages3)
+  // the backend runs the default tuning (AttentionTuning{}: Auto; mma.sync kb128.qreg.stages3)
   const cuda::AttentionTuning def{};
-  const std::string kernel = "attention.mma-sync.dh128." +
-                             label({def.key_block, def.q_in_registers, def.kv_stages});
+  const Variant resolved = auto_kernel() == cuda::AttentionKernel::Wgmma
+                               ? kWgmma
+                               : Variant{def.key_block, def.q_in_registers, def.kv_stages};
+  const std::string kernel = kernel_path(resolved, 128);
   INFO(kernel);
   REQUIRE(std::find(paths.begin(), paths.end(), kernel) != paths.end());
   REQUIRE(std::find(paths.begin(), paths.end(), "attention.jagged") != paths.end());

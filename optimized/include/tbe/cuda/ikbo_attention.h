@@ -33,10 +33,33 @@
 
 namespace tbe::cuda {
 
-/// Kernel knobs of AttentionOp (semantics unchanged: any key block gives results in the same
-/// enclosure, docs/ikbo.md; each value is bitwise stable run to run). The other constants are
+/// The attention kernels (AttentionTuning::kernel; optimized/README.md "IKBO attention").
+enum class AttentionKernel {
+  /// Wgmma on an sm_90 device (H100 / H200, which run the sm_90a code) when the keys fit TMA's
+  /// 32-bit coordinates (total keys + 128 <= INT_MAX), else MmaSync. What ran: paths().
+  Auto,
+  /// FA2-style: 8 warps × 16 rows, mma.sync m16n8k16, a cp.async K/V ring (key_block,
+  /// q_in_registers, kv_stages below select its variant). Any sm_90 device, any key count.
+  MmaSync,
+  /// FA3-style, sm_90a: a producer warpgroup streams K/V tiles of 128 keys with TMA into an
+  /// mbarrier ring, two consumer warpgroups of 64 rows run QKᵀ and PV on wgmma with the softmax
+  /// of one tile overlapping the PV of the previous one. The mma.sync knobs do not apply.
+  Wgmma,
+};
+const char* to_string(AttentionKernel k);
+
+/// Kernel knobs of AttentionOp (semantics unchanged: any kernel and key block gives results in the
+/// same enclosure, docs/ikbo.md; each value is bitwise stable run to run). The other constants are
 /// optimized/dispatch/tuning.h (AttentionMmaSync), which reads this default.
 struct AttentionTuning {
+  /// Which kernel runs (Auto: the fastest the device and shape allow). Wgmma on a device that is
+  /// not sm_90, or with total keys + 128 > INT_MAX: InvalidArgument naming tuning.kernel (the
+  /// key count before any device query, the device in the constructor).
+  AttentionKernel kernel = AttentionKernel::Auto;
+  /// Wgmma only: the two consumer warpgroups take turns issuing their MMAs (named barriers), so
+  /// one's softmax overlaps the other's tensor-core work (FA3's "ping-pong" schedule). Placement
+  /// only: bitwise the same output either way.
+  bool pingpong = true;
   /// Keys per shared-memory K/V tile (and per online-softmax step): 64 or 128. The default is
   /// the fastest variant measured on the H200 (key block 128, Q in registers, 3 K/V stages:
   /// bench/results/README.md "IKBO attention"); key block 64 needs q_in_registers = false and
@@ -61,13 +84,13 @@ struct AttentionTuning {
 /// d_out: B·n_seed·H·Dh elements of policy.storage (device). The problem's device buffers must
 /// stay alive and unchanged until finish() returns. Several run() calls may precede one finish().
 ///
-/// Kernel (optimized/README.md "IKBO attention"): the candidates are grouped by user on the device
-/// (CUB radix sort of the map, run-length encoding, scans: a work list of (user, block of 128
-/// query rows)); one CTA per (work item, head) streams that user's K/V once for all of its
-/// rows: FA2-style online softmax in FP32 (exp2 with scale·log2 e folded into one FMA, running
-/// maximum per key tile in ascending key order), QKᵀ and PV on tensor cores (mma.sync m16n8k16,
-/// FP32 accumulation), P rounded to the storage type before PV, l summed from the FP32 P, out =
-/// RN(acc · (1/l)). No split over keys: one pass, as the attention oracle models it. Rows never
+/// Kernels (optimized/README.md "IKBO attention"): the candidates are grouped by user on the
+/// device (CUB radix sort of the map, run-length encoding, scans: a work list of (user, block of
+/// 128 query rows)); one CTA per (work item, head) streams that user's K/V once for all of its
+/// rows: online softmax in FP32 (exp2 with scale·log2 e folded into one FMA, running maximum per
+/// key tile in ascending key order), QKᵀ and PV on tensor cores (AttentionKernel: wgmma or
+/// mma.sync m16n8k16, FP32 accumulation), P rounded to the storage type before PV, l summed from
+/// the FP32 P, out = RN(acc · (1/l)). No split over keys: one pass, as the attention oracle models it. Rows never
 /// depend on which other rows share their CTA, so a candidate with a private copy of its user's
 /// K/V gets bitwise the same output.
 class AttentionOp {
@@ -110,7 +133,11 @@ class AttentionOp {
   /// CUDA error.
   void finish();
 
-  /// What runs, e.g. {"attention.mma-sync.dh128.kb128.qreg.stages3",
+  /// The kernel that runs (Auto resolved for this device and problem).
+  AttentionKernel kernel() const;
+
+  /// What runs, e.g. {"attention.wgmma.dh128.kb128.stages2" or
+  /// "attention.mma-sync.dh128.kb128.qreg.stages3",
   /// "attention.grouping.cub-sort-rle", "attention.jagged"}.
   const std::vector<std::string>& paths() const;
 

@@ -32,8 +32,9 @@ struct CudaIkboOptions {
   MapCheck map_check = MapCheck::Host;  ///< where a bad cand_to_user is caught
 };
 
-/// name(): "cuda:<device name> (lce: <stage>[, <k> candidates per chunk]; attention: mma-sync
-/// [; map check on device])". lce() and attention() validate the problem, the map (MapCheck::Host)
+/// name(): "cuda:<device name> (lce: <stage>[, <k> candidates per chunk]; attention: <kernel>
+/// [; map check on device])", <kernel> "wgmma" or "mma-sync" (attention.kernel, Auto resolved for
+/// the device). lce() and attention() validate the problem, the map (MapCheck::Host)
 /// and the CUDA limits on the host first (InvalidArgument, the reference's messages, or the ops'
 /// limits, e.g. "attention.Dh: 96 is not supported ...": nothing is uploaded or written), then run
 /// LceOp / AttentionOp with the options on device 0 on poisoned workspaces and outputs

@@ -1,0 +1,449 @@
+// IKBO cross attention, forward: Hopper kernel (sm_90a) with TMA, mbarriers, wgmma and warp
+// specialization, per-user K/V reuse as in the mma.sync kernel (ikbo_attention_fwd.cuh: the same
+// work list, rows and semantics; design: optimized/README.md "IKBO attention").
+//
+// One CTA per (work item w, head h) = 128 query rows of one user u, 3 warpgroups:
+//   warpgroup 0, producer: one warp streams the user's K and V tiles of kBN = 128 keys into a
+//     kStages ring with TMA (2-D tensor maps over [keys, H·Dh], 64-column boxes, 128-byte
+//     swizzle), full_k / full_v barriers per stage (transaction bytes), waiting on the stage's
+//     empty barrier before a refill. Keys past the user's range in the last tile are masked in S
+//     (they belong to the next user or lie past the tensor, where TMA fills zeros); their V rows
+//     are zeroed in shared memory by the producer before it signals full_v (so 0 · V is 0 even if
+//     the next user's V is not finite).
+//   warpgroups 1 and 2, consumers: 64 query rows each (Q gathered by cp.async into the swizzled
+//     layout, the rows of the grouping's candidates), per tile
+//       S = Q Kᵀ        wgmma m64n128k16, both operands in shared memory, FP32 accumulation
+//       online softmax  as the mma.sync kernel: m_new = max(m, rowmax S), α = 2^((m − m_new)·c),
+//                       P = 2^(S·c − m_new·c) (c = scale·log2 e, one FMA, ex2.approx),
+//                       l = α·l + Σ P (FP32 P)
+//       O = α·O + RN_st(P) · V   wgmma m64nDhk16, P from registers (the S accumulator layout is
+//                       the A fragment layout), V MN-major in shared memory
+//     software-pipelined inside the warpgroup: tile t's QKᵀ is issued before tile t − 1's PV, and
+//     the softmax of tile t runs while that PV is in flight (the rescale of O by α_t waits for it).
+//   out = RN_st(O · (1/l)), written from registers.
+//
+// The order of every operation is fixed (keys in ascending tiles from the user's first key, MMA
+// k-steps in ascending order), so the output is bitwise stable run to run; each output row depends
+// only on its Q row and its user's K/V (rows of an MMA are independent), so a candidate with a
+// private copy of its user's K/V gets bitwise the same output. wgmma sums its k-steps in a
+// different order than mma.sync: results agree with the mma.sync kernel within the attention
+// enclosure, not bitwise (docs/ikbo.md).
+#pragma once
+
+#include <cstdint>
+
+#include <type_traits>
+
+#include <cuda.h>
+
+#include "dispatch/tuning.h"
+#include "kernels/common.cuh"
+#include "kernels/ikbo_attention_launch.h"
+#include "kernels/mma_sync.cuh"
+#include "kernels/sm90.cuh"
+#include "src/tensor_map.h"
+#include "tbe/cuda/check.h"
+
+namespace tbe::cuda::detail {
+namespace attention_wgmma {
+
+using namespace sm90;
+
+using Policy = tuning::AttentionWgmma;
+constexpr int kBM = Policy::kBlockRows;  // query rows per CTA (the grouping's blocks)
+constexpr int kBN = Policy::kKeyBlock;   // keys per tile
+constexpr int kThreads = Policy::kThreads;
+constexpr int kBoxCols = 64;             // 16-bit elements per 128-byte swizzled row
+static_assert(kBM == kAttentionBlockRows && kBM == 128 && kThreads == 384,
+              "the roles below: a producer warpgroup and 2 consumer warpgroups of 64 rows");
+static_assert(kBN == 128, "S accumulators: wgmma m64n128k16");
+
+/// Shared-memory layout (byte offsets from a 1024-aligned base): Q [kDh / 64 boxes][128 rows][128 B],
+/// kStages K tiles and V tiles [kDh / 64 boxes][kBN rows][128 B], then the barriers.
+template <int kDh, int kStages>
+struct Layout {
+  static constexpr int kBoxes = kDh / kBoxCols;
+  static constexpr int kQBox = kBM * 128;     // bytes of one 64-column box of Q
+  static constexpr int kKVBox = kBN * 128;    // ... of K or V
+  static constexpr int kTile = kBoxes * kKVBox;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kBoxes * kQBox;
+  static constexpr int kV = kK + kStages * kTile;
+  static constexpr int kBars = kV + kStages * kTile;  // full_k[S], full_v[S], empty[S], tail
+  static constexpr int kBytes = kBars + (3 * kStages + 1) * 8;
+  static constexpr int kAlloc = kBytes + 1024;  // the dynamic base is only 16-byte aligned
+  static_assert(kDh % kBoxCols == 0, "Dh must be a multiple of 64");
+  static_assert(kAlloc <= 227 * 1024, "the CTA's shared memory exceeds sm_90's");
+};
+
+/// Two FP32 values rounded (RNE) to T and packed, the first in the low half.
+template <class T>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+  T t[2] = {round_out<T>(lo), round_out<T>(hi)};
+  std::uint32_t u;
+  memcpy(&u, t, sizeof u);
+  return u;
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <class T, int kDh>
+__device__ __forceinline__ void wgmma_pv(float (&o)[kDh / 2], const std::uint32_t (&a)[4],
+                                         std::uint64_t db) {
+  if constexpr (kDh == 128) wgmma_rs_n128<T>(o, a, db, 1);
+  else wgmma_rs_n64<T>(o, a, db, 1);
+}
+
+/// Per consumer thread: the online-softmax state of its two rows (gq, gq + 8 of its warp's 16).
+struct RowState {
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+};
+
+/// Masks keys >= n of the tile (column of accumulator element d[4j + e]: 8j + 2·cq + (e & 1)),
+/// updates m, l and turns s into P (FP32), returns α per row.
+template <class Args>
+__device__ __forceinline__ void softmax_tile(float (&s)[kBN / 2], RowState& st, float (&alpha)[2],
+                                             std::int64_t key0, std::int64_t n, int cq, float c2,
+                                             const Args& a) {
+  (void)a;
+  if (key0 + kBN > n) {
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key0 + j * 8 + 2 * cq + (e & 1) >= n) s[4 * j + e] = -INFINITY;
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float mx = st.m[hr];
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // every tile has a key < n: mx is finite for finite inputs; the first tile's m = −inf gives
+    // α = 0 (O and l are 0); an unchanged maximum gives α = 1 exactly
+    alpha[hr] = TBE_MUTANT_SWAP(a, kAttnNoRescale, 1.0f, ex2((st.m[hr] - mx) * c2));
+    st.m[hr] = mx;
+    const float mc = mx * c2;
+    float rs = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float p = ex2(fmaf(s[4 * j + 2 * hr + e], c2, -mc));
+        s[4 * j + 2 * hr + e] = p;
+        rs += p;
+      }
+    st.l[hr] = fmaf(st.l[hr], alpha[hr], rs);
+  }
+}
+
+/// P (FP32, accumulator layout) rounded to T and packed as the A fragments of the PV k-steps:
+/// k-step kt covers keys 16kt .. 16kt + 15 = accumulator blocks 2kt, 2kt + 1.
+template <class T>
+__device__ __forceinline__ void pack_p(const float (&s)[kBN / 2], std::uint32_t (&p)[kBN / 16][4]) {
+#pragma unroll
+  for (int kt = 0; kt < kBN / 16; ++kt) {
+    p[kt][0] = pack2<T>(s[8 * kt + 0], s[8 * kt + 1]);  // row g, keys 2c, 2c + 1
+    p[kt][1] = pack2<T>(s[8 * kt + 2], s[8 * kt + 3]);  // row g + 8
+    p[kt][2] = pack2<T>(s[8 * kt + 4], s[8 * kt + 5]);  // row g, keys 8 + 2c ..
+    p[kt][3] = pack2<T>(s[8 * kt + 6], s[8 * kt + 7]);  // row g + 8
+  }
+}
+
+template <class T, int kDh, int kStages, bool kPingpong>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_fwd_wgmma_kernel(const AttentionArgs a, const __grid_constant__ CUtensorMap tm_k,
+                               const __grid_constant__ CUtensorMap tm_v) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using LY = Layout<kDh, kStages>;
+  if (fatal_aborted(a.map_error)) return;
+  const AttentionGrouping& g = a.grouping;
+  const int w = static_cast<int>(blockIdx.x);
+  if (w >= g.work_end[a.runs - 1]) return;  // the grid is an upper bound of the work items
+  int lo = 0, hi = a.runs - 1;              // run r: the first with work_end[r] > w
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (g.work_end[mid] > w) hi = mid; else lo = mid + 1;
+  }
+  const int r = lo;
+  const int blk = w - (r == 0 ? 0 : g.work_end[r - 1]);
+  const int user = g.run_user[r];
+  const int cand0 = g.run_start[r];
+  const int row0 = blk * kBM;
+  const int rows = min(kBM, g.run_count[r] * a.n_seed - row0);
+  const int h = static_cast<int>(blockIdx.y);
+  const std::int64_t HD = static_cast<std::int64_t>(a.H) * kDh;
+  std::int64_t k_begin, k_end;
+  if (a.k_offsets != nullptr) {
+    k_begin = a.k_offsets[user];
+    k_end = a.k_offsets[user + 1];
+  } else {
+    k_begin = static_cast<std::int64_t>(user) * a.S;
+    k_end = k_begin + a.S;
+  }
+  const std::int64_t n = k_end - k_begin;
+  auto row_offset = [&](int i) {  // element offset of local row i (< rows) in q / out, head h
+    const int pos = row0 + i;
+    const std::int64_t cand = g.cand_sorted[cand0 + pos / a.n_seed];
+    return (cand * a.n_seed + pos % a.n_seed) * HD + static_cast<std::int64_t>(h) * kDh;
+  };
+  T* __restrict__ out = static_cast<T*>(a.out);
+  const int t = static_cast<int>(threadIdx.x);
+  constexpr int kChunks = kDh / 8;
+  if (n == 0) {  // empty key range: exact zeros (docs/ikbo.md)
+    for (int idx = t; idx < rows * kChunks; idx += kThreads) {
+      const int i = idx / kChunks, c = idx % kChunks;
+      *reinterpret_cast<uint4*>(out + row_offset(i) + c * 8) = make_uint4(0, 0, 0, 0);
+    }
+    return;
+  }
+  const std::int64_t n_tiles =
+      TBE_MUTANT_SWAP(a, kAttnLastKeyTileDropped, n / kBN, (n + kBN - 1) / kBN);
+
+  extern __shared__ __align__(16) unsigned char wg_smem_raw[];
+  const std::uint32_t raw = smem_addr(wg_smem_raw);
+  const std::uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char* smem = wg_smem_raw + (base - raw);
+  auto full_k = [&](int s) { return base + LY::kBars + 8u * s; };
+  auto full_v = [&](int s) { return base + LY::kBars + 8u * (kStages + s); };
+  auto empty = [&](int s) { return base + LY::kBars + 8u * (2 * kStages + s); };
+  const std::uint32_t tail = base + LY::kBars + 8u * (3 * kStages);
+  if (t == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_k(s), 1);
+      mbar_init(full_v(s), 1);
+      mbar_init(empty(s), 8);  // one arrival per consumer warp
+    }
+    mbar_init(tail, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const int wg = t / 128, lane = t & 31;
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    setmaxnreg_dec<40>();
+    if (t >= 32) return;
+    const int col0 = h * kDh;
+    for (std::int64_t tile = 0; tile < n_tiles; ++tile) {
+      const int s = static_cast<int>(tile % kStages);
+      const std::uint32_t round = static_cast<std::uint32_t>(tile / kStages);
+      if (tile >= kStages) mbar_wait(empty(s), (round - 1) & 1u);
+      const std::int32_t key0 = static_cast<std::int32_t>(k_begin + tile * kBN);
+      const std::uint32_t sk = base + LY::kK + s * LY::kTile, sv = base + LY::kV + s * LY::kTile;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(full_k(s), LY::kTile);
+#pragma unroll
+        for (int b = 0; b < LY::kBoxes; ++b)
+          tma_load_2d(sk + b * LY::kKVBox, &tm_k, col0 + b * kBoxCols, key0, full_k(s));
+      }
+      const std::int64_t left = n - tile * kBN;
+      const int valid = left < kBN ? static_cast<int>(left) : kBN;
+      if (valid == kBN) {
+        if (lane == 0) {
+          mbar_arrive_expect_tx(full_v(s), LY::kTile);
+#pragma unroll
+          for (int b = 0; b < LY::kBoxes; ++b)
+            tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, full_v(s));
+        }
+      } else {  // the last, partial tile (once per CTA: tail parity 0): zero V rows >= valid
+        if (lane == 0) {
+          mbar_arrive_expect_tx(tail, LY::kTile);
+#pragma unroll
+          for (int b = 0; b < LY::kBoxes; ++b)
+            tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, tail);
+        }
+        mbar_wait(tail, 0);
+        unsigned char* v_tile = smem + LY::kV + s * LY::kTile;
+        for (int idx = lane; idx < LY::kBoxes * (kBN - valid) * 8; idx += 32) {
+          const int b = idx / ((kBN - valid) * 8), rest = idx % ((kBN - valid) * 8);
+          const int row = valid + rest / 8, chunk = rest % 8;
+          *reinterpret_cast<uint4*>(v_tile + b * LY::kKVBox + row * 128 + chunk * 16) =
+              make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async_smem();
+        __syncwarp();
+        if (lane == 0) mbar_arrive(full_v(s));
+      }
+    }
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  setmaxnreg_inc<232>();
+  const int cw = wg - 1;                   // consumer warpgroup: rows [64cw, 64cw + 64)
+  const int tw = t - 128 * wg;             // thread in the warpgroup
+  const int warp = tw >> 5;                // warp in the warpgroup: rows 16·warp ..
+  const int gq = lane >> 2, cq = lane & 3;
+  {  // Q rows of this warpgroup (rows past `rows` zero-filled), swizzled as TMA would write them
+    const T* __restrict__ q = static_cast<const T*>(a.q);
+    for (int idx = tw; idx < 64 * kChunks; idx += 128) {
+      const int i = idx / kChunks, c = idx % kChunks;  // local row in the warpgroup, chunk
+      const int row = 64 * cw + i;
+      const bool ok = row < rows;
+      const int b = c / 8, cc = c % 8;
+      unsigned char* dst = smem + LY::kQ + b * LY::kQBox + row * 128 + ((cc ^ (row & 7)) << 4);
+      cp_async16(dst, ok ? q + row_offset(row) + c * 8 : q, ok ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async_smem();
+    named_barrier_sync(1 + cw, 128);
+  }
+  const float c2 = a.scale_log2;
+  RowState st;
+  float o[kDh / 2];
+#pragma unroll
+  for (int i = 0; i < kDh / 2; ++i) o[i] = 0.0f;
+  float s[kBN / 2];
+  std::uint32_t p[kBN / 16][4];
+  float alpha[2];
+
+  auto issue_qk = [&](int stage) {
+    const std::uint32_t sq = base + LY::kQ + cw * 64 * 128;
+    const std::uint32_t sk = base + LY::kK + stage * LY::kTile;
+    fence_regs(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kDh / 16; ++kk) {
+      const std::uint32_t off = (kk % 4) * 32;  // 16 elements = 32 bytes into the 128-byte row
+      const std::uint64_t da = make_smem_desc(sq + (kk / 4) * LY::kQBox + off, 16, 1024);
+      const std::uint64_t db = make_smem_desc(sk + (kk / 4) * LY::kKVBox + off, 16, 1024);
+      wgmma_ss_n128<T>(s, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int stage) {
+    const std::uint32_t sv = base + LY::kV + stage * LY::kTile;
+    fence_regs(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < kBN / 16; ++kt)
+      wgmma_pv<T, kDh>(o, p[kt], make_smem_desc(sv + kt * 16 * 128, LY::kKVBox, 1024));
+    wgmma_commit();
+  };
+  auto rescale = [&]() {
+#pragma unroll
+    for (int j = 0; j < kDh / 8; ++j) {
+      o[4 * j + 0] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
+    }
+  };
+  auto release = [&](int stage) {
+    if (lane == 0) mbar_arrive(empty(stage));
+  };
+  // kPingpong (AttentionTuning::pingpong): the two consumer warpgroups take turns issuing their
+  // MMAs (named barriers 3 + cw: a warpgroup waits for its turn, issues, hands the turn over), so
+  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. Every warpgroup has
+  // n_tiles + 1 turns; the second one does not hand over after its last (nobody waits for it).
+  auto turn_wait = [&] {
+    if constexpr (kPingpong) named_barrier_sync(3 + cw, 256);
+  };
+  auto turn_pass = [&](bool last) {
+    if constexpr (kPingpong) {
+      if (!(last && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
+    }
+  };
+  if constexpr (kPingpong) {
+    if (cw == 1 && n_tiles > 0) named_barrier_arrive(3, 256);  // the first turn: warpgroup 0
+  }
+
+  if (n_tiles > 0) {
+    // tile 0: S, softmax, P
+    mbar_wait(full_k(0), 0);
+    turn_wait();
+    issue_qk(0);
+    turn_pass(false);
+    wgmma_wait<0>();
+    fence_regs(s);
+    softmax_tile(s, st, alpha, 0, n, cq, c2, a);
+    pack_p<T>(s, p);  // (α = 0: O is still 0)
+    for (std::int64_t tile = 1; tile < n_tiles; ++tile) {
+      const int sc = static_cast<int>(tile % kStages);
+      const int sp = static_cast<int>((tile - 1) % kStages);
+      mbar_wait(full_k(sc), static_cast<std::uint32_t>(tile / kStages) & 1u);
+      mbar_wait(full_v(sp), static_cast<std::uint32_t>((tile - 1) / kStages) & 1u);
+      fence_regs(p);
+      turn_wait();
+      issue_qk(sc);                      // S_t = Q K_tᵀ
+      issue_pv(sp);                      // O += P_{t−1} V_{t−1}
+      turn_pass(false);
+      wgmma_wait<1>();                   // S_t landed (PV still in flight)
+      fence_regs(s);
+      softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
+      wgmma_wait<0>();                   // PV done: O, P and stage sp are free
+      fence_regs(o);
+      fence_regs(p);
+      release(sp);
+      rescale();                         // O · α_t before P_t V_t is added
+      pack_p<T>(s, p);
+    }
+    const int sl = static_cast<int>((n_tiles - 1) % kStages);
+    mbar_wait(full_v(sl), static_cast<std::uint32_t>((n_tiles - 1) / kStages) & 1u);
+    fence_regs(p);
+    turn_wait();
+    issue_pv(sl);
+    turn_pass(true);
+    wgmma_wait<0>();
+    fence_regs(o);
+    release(sl);
+  }
+
+  // ---- out = RN_st(O · (1/l)) ----
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float lsum = st.l[hr];
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+    const float inv = 1.0f / lsum;
+    const int i = 64 * cw + warp * 16 + gq + 8 * hr;
+    if (i >= rows) continue;
+    T* orow = out + row_offset(i) + 2 * cq;
+#pragma unroll
+    for (int j = 0; j < kDh / 8; ++j)
+      *reinterpret_cast<std::uint32_t*>(orow + j * 8) =
+          pack2<T>(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+  }
+#else
+  (void)a;
+  (void)tm_k;
+  (void)tm_v;
+  __trap();  // compiled for sm_90a only (AttentionOp selects this kernel on such devices)
+#endif
+}
+
+/// Launches attention_fwd_wgmma_kernel<T, kDh, Policy::stages(kDh), a.pingpong> for a.Dh (64 or
+/// 128).
+template <class T>
+void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
+  const bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  const std::int64_t HD = static_cast<std::int64_t>(a.H) * a.Dh;
+  // K, V [total_keys, H·Dh]: boxes of 64 columns × kBN keys (zeros past the last key)
+  const CUtensorMap tk = make_tensor_map_2d_swizzle128(a.k, bf16, a.total_keys, HD, kBoxCols, kBN);
+  const CUtensorMap tv = make_tensor_map_2d_swizzle128(a.v, bf16, a.total_keys, HD, kBoxCols, kBN);
+  auto go = [&](auto kernel, int smem) {
+    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+               "ikbo attention (wgmma): shared memory size");
+    const dim3 grid(static_cast<unsigned>(a.grid_blocks), static_cast<unsigned>(a.H));
+    kernel<<<grid, kThreads, smem, stream>>>(a, tk, tv);
+    check_launch("ikbo attention forward (wgmma)");
+  };
+  constexpr int kS64 = Policy::stages(64), kS128 = Policy::stages(128);
+  if (a.Dh == 64) {
+    if (a.pingpong) return go(attention_fwd_wgmma_kernel<T, 64, kS64, true>, Layout<64, kS64>::kAlloc);
+    return go(attention_fwd_wgmma_kernel<T, 64, kS64, false>, Layout<64, kS64>::kAlloc);
+  }
+  if (a.pingpong) return go(attention_fwd_wgmma_kernel<T, 128, kS128, true>, Layout<128, kS128>::kAlloc);
+  go(attention_fwd_wgmma_kernel<T, 128, kS128, false>, Layout<128, kS128>::kAlloc);
+}
+
+}  // namespace attention_wgmma
+}  // namespace tbe::cuda::detail
