@@ -275,6 +275,21 @@ TEST_CASE("ikbo attention C21: every variant in the enclosure, each bitwise stab
 }
 
 TEST_CASE("ikbo attention C22: empty key ranges give exact zeros", "[gpu][ikbo][attention]") {
+  for (Variant kv : kVariants) {  // no keys at all (k, v hold no row; the wgmma kernel's TMA maps)
+    ikbo::AttentionShape sh = shape(5, 3, 4, 2, 64, 0, true);
+    sh.lengths = {0, 0, 0};
+    const ikbo::AttentionCase c =
+        ikbo::make_attention_case(sh, policy(DType::F16), MapKind::Unsorted, 220);
+    REQUIRE(c.k_offsets == std::vector<std::int64_t>{0, 0, 0, 0});
+    const AttentionOutcome gpu = run_attention_gpu(c.view(), tuning_of(kv));
+    INFO(label(kv));
+    require_in_enclosure(c.view(), gpu);
+    for (std::int64_t e = 0; e < ikbo::attention_output_numel(c.view()); ++e) {
+      const double x = load_as_double(DType::F16, gpu.output.data(), e);
+      REQUIRE(x == 0.0);
+      REQUIRE(!std::signbit(x));
+    }
+  }
   for (Variant kv : kVariants) {
     ikbo::AttentionShape sh = shape(6, 4, 4, 2, 128, 0, true);
     sh.lengths = {0, 5, 0, 4};  // k_offsets [0, 0, 5, 5, 9]
