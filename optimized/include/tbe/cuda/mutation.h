@@ -132,9 +132,9 @@ namespace tbe::cuda {
     "fused candidate GEMM: K tiles = floor(K / 32), a partial last K tile is lost")                \
   X(kLceFusedLastMTileDropped, "lce_fused_last_m_tile_dropped", "kernels/ikbo_lce_fused.cu: launch_fused_t", \
     "fused candidate GEMM: M tiles = floor(M / 64), the rows of a partial last tile are not written") \
-  X(kAttnLastKeyTileDropped, "attn_last_key_tile_dropped", "kernels/ikbo_attention_fwd.cuh: attention_fwd_kernel", \
+  X(kAttnLastKeyTileDropped, "attn_last_key_tile_dropped", "kernels/ikbo_attention_fwd.cuh: attention_fwd_kernel; kernels/ikbo_attention_fwd_wgmma.cuh: attention_fwd_wgmma_kernel", \
     "key tiles per user = floor(keys / key_block): the keys of a partial last tile are ignored")  \
-  X(kAttnNoRescale, "attn_no_rescale", "kernels/ikbo_attention_fwd.cuh: attention_fwd_kernel",     \
+  X(kAttnNoRescale, "attn_no_rescale", "kernels/ikbo_attention_fwd.cuh: attention_fwd_kernel; kernels/ikbo_attention_fwd_wgmma.cuh: attention_fwd_wgmma_kernel",     \
     "online softmax: the running sum and output are not rescaled when a later key tile raises the row maximum") \
   X(kSmallTableMeanMissing, "small_table_mean_missing",                                          \
     "kernels/forward_small_table.cu: small_table_forward_histogram",                              \
