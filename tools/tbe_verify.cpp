@@ -69,8 +69,9 @@ IkboSetup make_ikbo_setup(const VerifyArgs& args) {
       s.cfg.skip_reason = std::string("no GPU (") + e.what() + ")";
     }
   }
-  // LCE on each; attention (the same kernel in every stage's backend) on the first and on the
-  // last, whose map is checked on the device only (select_ikbo_backends)
+  // LCE on each; attention on the first (AttentionKernel::Auto: the wgmma kernel on compute
+  // capability 9.0) and on the last, whose map is checked on the device only and which runs the
+  // mma.sync attention kernel (select_ikbo_backends)
   s.cfg.device = s.backends.empty() ? nullptr : s.backends.front().get();
   if (args.backend != "cpu") {
     for (const auto& b : s.backends) s.cfg.lce_devices.push_back(b.get());

@@ -70,6 +70,9 @@ std::vector<std::unique_ptr<ikbo::IkboBackend>> select_ikbo_backends(BackendKind
   chunked.stage = cuda::LceStage::L2Chunked;
   chunked.lce.chunk_candidates = kVerifyChunkCandidates;
   chunked.map_check = cuda::MapCheck::Device;
+  // the attention rows run on the first backend (AttentionKernel::Auto: wgmma on an H100 / H200)
+  // and on this one: the FA2-style fallback, so a main job exercises both attention kernels
+  chunked.attention.kernel = cuda::AttentionKernel::MmaSync;
   out.push_back(cuda::make_cuda_ikbo_backend(chunked));
   return out;
 #else

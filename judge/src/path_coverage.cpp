@@ -26,11 +26,16 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "bwd.nondeterministic", "forward.small_table.mma", "bwd.small_table",
       "bwd.small_table.saved_counts"};
   // every LCE stage that runs under the default round-once policy (lt-epilogue implements
-  // user-rounded only and then runs padded-k, docs/ikbo.md)
+  // user-rounded only and then runs padded-k, docs/ikbo.md); both attention kernels at the
+  // main job's Dh = 128 (the wgmma one through AttentionKernel::Auto, which picks it on compute
+  // capability 9.0, the devices the kernels are built for; the mma.sync one on the last backend
+  // of select_ikbo_backends)
   static const std::vector<std::string> ikbo = {
       "lce.decomposed",  "lce.padded-k",         "lce.fused-epilogue",
       "lce.l2-chunked",  "lce.user-gemm.cublas", "lce.candidate-gemm.cublas",
-      "lce.gather-add",  "attention.grouping.cub-sort-rle"};
+      "lce.gather-add",  "attention.grouping.cub-sort-rle",
+      "attention.wgmma.dh128.kb128.stages2.pingpong",
+      "attention.mma-sync.dh128.kb128.qreg.stages3"};
   switch (f) {
     case PathFamily::Forward: return forward;
     case PathFamily::Backward: return backward;

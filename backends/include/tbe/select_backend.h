@@ -39,7 +39,8 @@ inline constexpr std::int64_t kVerifyChunkCandidates = 5;
 /// padded-k, fused-epilogue, l2-chunked, lt-epilogue; the default attention kernel and the host
 /// map check in each), then l2-chunked with kVerifyChunkCandidates candidates per chunk and the
 /// map checked on the device only (a small batch crosses chunk boundaries; the device map pass is
-/// the only one a bad map meets); Cpu: the reference alone; Auto: Cuda when that works, else
+/// the only one a bad map meets) and the mma.sync attention kernel (AttentionKernel::MmaSync; the
+/// others run Auto, the wgmma kernel on compute capability 9.0); Cpu: the reference alone; Auto: Cuda when that works, else
 /// Cpu. Errors as select_ikbo_backend.
 std::vector<std::unique_ptr<ikbo::IkboBackend>> select_ikbo_backends(
     BackendKind kind = BackendKind::Auto);
