@@ -11,7 +11,8 @@
 //     elements advances the start address by 32 bytes inside the 128-byte row.
 //   MN-major B (V in PV, imm-trans-b = 1): SBO = 1024 (next 8 keys), LBO = byte distance of the
 //     next 64-column box; a k-step of 16 keys advances the start by 16 · 128 bytes.
-// The wrappers are generated (one per shape and type) because each names every accumulator.
+// One wrapper per shape (m64n128k16 SS, m64n128k16 and m64n64k16 RS) and type: the asm names every
+// accumulator register.
 #pragma once
 
 #include <cstdint>
