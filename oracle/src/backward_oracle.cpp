@@ -218,16 +218,6 @@ struct TermStats {
       if (!detail::representable(acc, t)) all_repr = false;
     }
   }
-  /// add(acc, t) for a term t known to be a value of acc (an FP32 value when acc embeds FP32):
-  /// the same statistics without the representability test.
-  void add_value_of_acc(double t) {
-    if (!std::isfinite(t)) {
-      nonfinite = true;
-      return;
-    }
-    absum += std::fabs(t);
-    if (t != 0.0) min_lsb = std::min(min_lsb, detail::lsb_exponent(t));
-  }
 };
 
 /// Enclosure of a reduction of n terms computed in acc with k = n − 1 + extra roundings and at
@@ -344,17 +334,8 @@ BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p,
 
   const std::int64_t work = (static_cast<std::int64_t>(tr.sorted_positions.size()) + R) *
                            std::max<std::int64_t>(cols / std::max<std::int64_t>(R, 1), 1);
-  // The plain case (FP32 grad_output, no clipping, unweighted SUM / NONE pooling, acc embedding
-  // FP32) reads the grad row directly: every term is then an FP32 value, so a value of acc. The
-  // same statistics in the same order as the general loop (bitwise the same enclosures); copies
-  // of the constants local to the parallel region (the outlined region would otherwise reload
-  // them through pointers on every term).
-  const bool plain_terms = grad32 != nullptr && !(max_grad > 0.0) && !weighted && !mean &&
-                           detail::embeds(DType::F32, am.acc);
 #pragma omp parallel if (detail::worth_parallel(work))
   {
-    const float* const g32 = grad32;
-    const bool plain = plain_terms;
     std::vector<TermStats> st(static_cast<std::size_t>(kMaxD));
     std::vector<Enclosure> G32(static_cast<std::size_t>(kMaxD)), gp(static_cast<std::size_t>(kMaxD)),
         x(static_cast<std::size_t>(kMaxD));
@@ -369,16 +350,7 @@ BackwardEnclosures compute_backward_enclosures(const BackwardProblem& p,
       // G_r: a reduction of SL terms c_p·g_p in acc [doc §B.1].
       std::fill_n(st.begin(), D, TermStats{});
       bool exact_ok = conv_g == 0;
-      if (plain) {
-        TermStats* const s = st.data();
-        for (std::int64_t i = tr.run_offsets[k]; i < tr.run_offsets[k + 1]; ++i) {
-          const std::int64_t q = tr.sorted_positions[i];
-          const float* const g = g32 + (none ? q * D : bag_out[tr.position_bag[q]]);
-          for (std::int64_t d = 0; d < D; ++d) s[d].add_value_of_acc(static_cast<double>(g[d]));
-        }
-      }
-      for (std::int64_t i = plain ? tr.run_offsets[k + 1] : tr.run_offsets[k];
-           i < tr.run_offsets[k + 1]; ++i) {
+      for (std::int64_t i = tr.run_offsets[k]; i < tr.run_offsets[k + 1]; ++i) {
         const std::int64_t q = tr.sorted_positions[i];
         if (none) {
           for (std::int64_t d = 0; d < D; ++d) st[d].add(am.acc, grad(q * D + d));
