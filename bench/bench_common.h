@@ -62,18 +62,8 @@ Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_
   return summarize(ms);
 }
 
-/// True when the workload's tables do not all have the same D (prod-mixed, small-table): the peer
-/// harnesses' --dump-npy takes one [rows, D] table, so `command` refuses with `why` on stderr.
-inline bool refuse_mixed_d_dump(const WorkloadSpec& spec, const char* command, const char* why) {
-  const auto& d = spec.table_dims;
-  if (d.empty() || std::all_of(d.begin(), d.end(), [&](std::int32_t x) { return x == d[0]; }))
-    return false;
-  std::fprintf(stderr, "tbe-bench %s: --dump-npy: workload %s has tables of different D (%s)\n",
-               command, spec.name.c_str(), why);
-  return true;
-}
-
-/// The D of a generated case's features: `d` when all are the same (`one` true), else "mixed".
+/// The D of a generated case's features (or a workload's tables): `d` when all are the same
+/// (`one` true), else "mixed".
 struct FeatureDims {
   std::int32_t d = 0;
   bool one = true;
@@ -83,6 +73,15 @@ struct FeatureDims {
         one(std::all_of(dims.begin(), dims.end(), [&](std::int32_t x) { return x == d; })),
         text(one ? std::to_string(d) : "mixed") {}
 };
+
+/// True when the workload's tables do not all have the same D (prod-mixed, small-table): the peer
+/// harnesses' --dump-npy takes one [rows, D] table, so `command` refuses with `why` on stderr.
+inline bool refuse_mixed_d_dump(const WorkloadSpec& spec, const char* command, const char* why) {
+  if (FeatureDims(spec.table_dims).one) return false;
+  std::fprintf(stderr, "tbe-bench %s: --dump-npy: workload %s has tables of different D (%s)\n",
+               command, spec.name.c_str(), why);
+  return true;
+}
 
 /// Device-to-device copy bandwidth (bytes read + written per second), 1 GiB copied.
 inline double copy_bandwidth_gbps(cudaStream_t stream) {
