@@ -119,11 +119,12 @@ void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
   CLI::App* sub = app.add_subcommand(
       "ikbo-fa", "the IKBO cross attention (per-user K/V reuse) on the ikbo-fa shape");
   sub->footer(
-      "Times tbe::cuda::AttentionOp (map check, device grouping by user, mma.sync kernel;\n"
-      "its five tunings: key block 64, key block 128 [+ Q in registers] [+ 3 stages], the\n"
-      "last being the default) on the ikbo-fa shape: B candidates (default 2048), H=2,\n"
-      "n_seed=64, Dh=128, 64 candidates per user, S in {512, ..., 16384} (or --seq), BF16 and\n"
-      "FP16 (or --dtype). CUDA events, median / min / max over N iterations after warm-up, L2\n"
+      "Times tbe::cuda::AttentionOp (map check, device grouping by user, attention kernel):\n"
+      "the mma.sync kernel's five tunings (key block 64, key block 128 [+ Q in registers]\n"
+      "[+ 3 stages]) and the wgmma kernel with and without ping-pong (or --kernel K) on the\n"
+      "ikbo-fa shape: B candidates (default 2048), H=2, n_seed=64, Dh=128 (or --dh 64), 64\n"
+      "candidates per user, S in {512, ..., 16384} (or --seq), BF16 and FP16 (or --dtype).\n"
+      "CUDA events, median / min / max over N iterations after warm-up, L2\n"
       "flushed between iterations; TFLOP/s on 4*B*H*n_seed*S*Dh and as % of a cuBLAS BF16\n"
       "8192^3 GEMM measured in the same run. Peers: bench/peer_ikbo_fa.py. Exits 77 when no\n"
       "CUDA device is visible.");
@@ -146,6 +147,13 @@ void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
       ->type_name("T")
       ->check(CLI::IsMember({"bf16", "fp16"}));
   sub->add_flag("--unsorted", a.unsorted, "also time a shuffled map");
+  sub->add_option("--dh", a.dh, "head dimension Dh (64 or 128; default 128, the published shape)")
+      ->type_name("D")
+      ->check(CLI::IsMember({std::int64_t{64}, std::int64_t{128}}));
+  sub->add_option("--kernel", a.kernel,
+                  "time the variants of one kernel only: wgmma or mma-sync (default all)")
+      ->type_name("K")
+      ->check(CLI::IsMember({"all", "wgmma", "mma-sync"}));
 }
 
 void add_cpu(CLI::App& app, CpuArgs& a) {

@@ -56,6 +56,8 @@ struct IkboFaArgs {
   std::vector<std::int64_t> seqs = {512, 1024, 2048, 4096, 8192, 16384};  ///< --seq S (repeatable)
   std::vector<DType> dtypes = {DType::BF16, DType::F16};                  ///< --dtype T (repeatable)
   bool unsorted = false;                ///< --unsorted: also a shuffled map
+  std::int64_t dh = 128;                ///< --dh: head dimension Dh, 64 or 128
+  std::string kernel = "all";           ///< --kernel: all, wgmma or mma-sync (the variants timed)
 };
 
 /// `tbe-bench small-table` (bench/small_table_bench.cu): the histogram path vs the generic path.

@@ -47,19 +47,22 @@ using tbe::bench::time_it;
 using tbe::bench::Timing;
 using namespace tbe::bench::ikbo_inputs;
 
-constexpr std::int64_t kH = 2, kNSeed = 64, kDh = 128, kCandidatesPerUser = 64;
+constexpr std::int64_t kH = 2, kNSeed = 64, kCandidatesPerUser = 64;
 
 struct Ctx {
   cudaStream_t stream = nullptr;
   DeviceBuffer flush;
   std::size_t flush_bytes = 256ull << 20;
   int iters = 20;
+  std::int64_t dh = 128;        ///< --dh
+  std::string kernel = "all";   ///< --kernel
   double gemm_bf16 = 0;
   nlohmann::json results = nlohmann::json::array();
 };
 
 void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
   const std::int64_t U = std::max<std::int64_t>(1, B / kCandidatesPerUser);
+  const std::int64_t kDh = c.dh;
   const std::int64_t HD = kH * kDh;
   const double flops = 4.0 * B * kH * kNSeed * static_cast<double>(S) * kDh;
   DeviceBuffer q(B * kNSeed * HD * 2), k(U * S * HD * 2), v(U * S * HD * 2), out(B * kNSeed * HD * 2);
@@ -93,6 +96,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
                               {128, false, 3}, {128, true, 3},
                               {128, false, 2, cuda::AttentionKernel::Wgmma},
                               {128, false, 2, cuda::AttentionKernel::Wgmma, false}}) {
+      if (c.kernel != "all" && c.kernel != cuda::to_string(kv.kernel)) continue;
       cuda::AttentionTuning tuning;
       tuning.kernel = kv.kernel;
       tuning.pingpong = kv.pingpong;
@@ -131,6 +135,8 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
 int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
   Ctx c;
   c.iters = args.iters;
+  c.dh = args.dh;
+  c.kernel = args.kernel;
   cudaDeviceProp prop{};
   if (!first_device(prop)) return kNoDeviceExit;
   check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "stream");
@@ -143,7 +149,7 @@ int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
               "4*B*H*n_seed*S*Dh\n\n",
               prop.name, c.gemm_bf16, static_cast<long long>(args.batch),
               static_cast<long long>(kH), static_cast<long long>(kNSeed),
-              static_cast<long long>(kDh), static_cast<long long>(kCandidatesPerUser));
+              static_cast<long long>(c.dh), static_cast<long long>(kCandidatesPerUser));
   std::printf("%-6s %6s %5s %-28s %8s %8s %8s %8s %8s  %s\n", "dtype", "S", "U", "variant",
               "med_ms", "min_ms", "max_ms", "TFLOP/s", "%cuBLAS", "paths");
   for (DType t : args.dtypes)

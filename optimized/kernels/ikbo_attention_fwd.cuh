@@ -35,6 +35,7 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
+#include "kernels/ikbo_attention_cta.cuh"
 #include "kernels/ikbo_attention_launch.h"
 #include "kernels/mma_sync.cuh"
 #include "tbe/cuda/check.h"
@@ -42,6 +43,8 @@
 namespace tbe::cuda::detail {
 namespace attention {
 
+using attention_cta::ex2;
+using attention_cta::pack2;
 using Policy = tuning::AttentionMmaSync;
 constexpr int kBM = Policy::kBlockRows, kThreads = Policy::kThreads;
 static_assert(kBM == 128 && kThreads == 256 && kBM == kAttentionBlockRows,
@@ -63,21 +66,6 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * kDh + ((chunk ^ (row & 7)) << 3);
 }
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-/// Two FP32 values rounded (RNE) to T and packed, the first in the low half (the lower column).
-template <class T>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  T t[2] = {round_out<T>(lo), round_out<T>(hi)};
-  unsigned u;
-  memcpy(&u, t, sizeof u);
-  return u;
-}
-
 /// kQRegs (AttentionTuning::q_in_registers): the warp's Q fragments are loaded from shared memory
 /// once and held in registers across key tiles (kDh / 16 × 4 registers) instead of an ldmatrix per
 /// k-step and tile; same MMA operands in the same order, so bitwise the same output. kStages
@@ -88,51 +76,19 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN, 
     attention_fwd_kernel(AttentionArgs a) {
   using TL = Tile<kDh, kBN, kStages>;
   if (fatal_aborted(a.map_error)) return;
-  const AttentionGrouping& g = a.grouping;
-  const int w = static_cast<int>(blockIdx.x);
-  if (w >= g.work_end[a.runs - 1]) return;  // the grid is an upper bound of the work items
-  // run r: the first with work_end[r] > w (work_end is non-decreasing)
-  int lo = 0, hi = a.runs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi) >> 1;
-    if (g.work_end[mid] > w) hi = mid; else lo = mid + 1;
-  }
-  const int r = lo;
-  const int blk = w - (r == 0 ? 0 : g.work_end[r - 1]);
-  const int user = g.run_user[r];
-  const int cand0 = g.run_start[r];
-  const int row0 = blk * kBM;                                   // first row of this block
-  const int rows = min(kBM, g.run_count[r] * a.n_seed - row0);  // rows of this block
-  const int h = static_cast<int>(blockIdx.y);
+  const attention_cta::Cta cta = attention_cta::load_cta(a);
+  const int rows = cta.item.rows;  // rows of this block
+  if (rows <= 0) return;           // the grid is an upper bound of the work items
+  const int h = cta.h;
+  const std::int64_t k_begin = cta.k_begin, n = cta.n;
   const std::int64_t HD = static_cast<std::int64_t>(a.H) * kDh;
-  std::int64_t k_begin, k_end;
-  if (a.k_offsets != nullptr) {
-    k_begin = a.k_offsets[user];
-    k_end = a.k_offsets[user + 1];
-  } else {
-    k_begin = static_cast<std::int64_t>(user) * a.S;
-    k_end = k_begin + a.S;
-  }
-  const std::int64_t n = k_end - k_begin;
-  // element offset of local row i (< rows) of this block in q / out, head h
-  auto row_offset = [&](int i) {
-    const int pos = row0 + i;
-    const std::int64_t cand = g.cand_sorted[cand0 + pos / a.n_seed];
-    return (cand * a.n_seed + pos % a.n_seed) * HD + static_cast<std::int64_t>(h) * kDh;
-  };
+  auto row_offset = [&](int i) { return cta.row_offset<kDh>(a, i); };
   const T* __restrict__ q = static_cast<const T*>(a.q);
   const T* __restrict__ k = static_cast<const T*>(a.k);
   const T* __restrict__ v = static_cast<const T*>(a.v);
   T* __restrict__ out = static_cast<T*>(a.out);
   const int t = static_cast<int>(threadIdx.x);
-
-  if (n == 0) {  // empty key range: exact zeros (docs/ikbo.md), never 0/0
-    for (int idx = t; idx < rows * TL::kChunks; idx += kThreads) {
-      const int i = idx / TL::kChunks, c = idx % TL::kChunks;
-      *reinterpret_cast<uint4*>(out + row_offset(i) + c * 8) = make_uint4(0, 0, 0, 0);
-    }
-    return;
-  }
+  if (n == 0) return attention_cta::store_zero_rows<T, kDh, kThreads>(a, cta, out);
 
   extern __shared__ __align__(128) unsigned char attn_smem[];
   T* sQ = reinterpret_cast<T*>(attn_smem);

@@ -38,6 +38,7 @@
 
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
+#include "kernels/ikbo_attention_cta.cuh"
 #include "kernels/ikbo_attention_launch.h"
 #include "kernels/mma_sync.cuh"
 #include "kernels/sm90.cuh"
@@ -77,26 +78,8 @@ struct Layout {
   static_assert(kAlloc <= 227 * 1024, "the CTA's shared memory exceeds sm_90's");
 };
 
-/// Two FP32 values rounded (RNE) to T and packed, the first in the low half (one cvt.rn.bf16x2 /
-/// f16x2: the same values as two separate RNE conversions).
-template <class T>
-__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
-  std::uint32_t u;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    memcpy(&u, &v, sizeof u);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    memcpy(&u, &v, sizeof u);
-  }
-  return u;
-}
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+using attention_cta::ex2;
+using attention_cta::pack2;
 
 template <class T, int kDh>
 __device__ __forceinline__ void wgmma_pv(float (&o)[kDh / 2], const std::uint32_t (&a)[4],
@@ -170,46 +153,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using LY = Layout<kDh, kStages>;
   if (fatal_aborted(a.map_error)) return;
-  const AttentionGrouping& g = a.grouping;
-  const int w = static_cast<int>(blockIdx.x);
-  if (w >= g.work_end[a.runs - 1]) return;  // the grid is an upper bound of the work items
-  int lo = 0, hi = a.runs - 1;              // run r: the first with work_end[r] > w
-  while (lo < hi) {
-    const int mid = (lo + hi) >> 1;
-    if (g.work_end[mid] > w) hi = mid; else lo = mid + 1;
-  }
-  const int r = lo;
-  const int blk = w - (r == 0 ? 0 : g.work_end[r - 1]);
-  const int user = g.run_user[r];
-  const int cand0 = g.run_start[r];
-  const int row0 = blk * kBM;
-  const int rows = min(kBM, g.run_count[r] * a.n_seed - row0);
-  const int h = static_cast<int>(blockIdx.y);
-  const std::int64_t HD = static_cast<std::int64_t>(a.H) * kDh;
-  std::int64_t k_begin, k_end;
-  if (a.k_offsets != nullptr) {
-    k_begin = a.k_offsets[user];
-    k_end = a.k_offsets[user + 1];
-  } else {
-    k_begin = static_cast<std::int64_t>(user) * a.S;
-    k_end = k_begin + a.S;
-  }
-  const std::int64_t n = k_end - k_begin;
-  auto row_offset = [&](int i) {  // element offset of local row i (< rows) in q / out, head h
-    const int pos = row0 + i;
-    const std::int64_t cand = g.cand_sorted[cand0 + pos / a.n_seed];
-    return (cand * a.n_seed + pos % a.n_seed) * HD + static_cast<std::int64_t>(h) * kDh;
-  };
+  const attention_cta::Cta cta = attention_cta::load_cta(a);
+  const int rows = cta.item.rows;
+  if (rows <= 0) return;  // the grid is an upper bound of the work items
+  const int h = cta.h;
+  const std::int64_t k_begin = cta.k_begin, n = cta.n;
+  auto row_offset = [&](int i) { return cta.row_offset<kDh>(a, i); };
   T* __restrict__ out = static_cast<T*>(a.out);
   const int t = static_cast<int>(threadIdx.x);
   constexpr int kChunks = kDh / 8;
-  if (n == 0) {  // empty key range: exact zeros (docs/ikbo.md)
-    for (int idx = t; idx < rows * kChunks; idx += kThreads) {
-      const int i = idx / kChunks, c = idx % kChunks;
-      *reinterpret_cast<uint4*>(out + row_offset(i) + c * 8) = make_uint4(0, 0, 0, 0);
-    }
-    return;
-  }
+  if (n == 0) return attention_cta::store_zero_rows<T, kDh, kThreads>(a, cta, out);
   const std::int64_t n_tiles =
       TBE_MUTANT_SWAP(a, kAttnLastKeyTileDropped, n / kBN, (n + kBN - 1) / kBN);
 
@@ -444,10 +397,14 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
   const bool bf16 = std::is_same_v<T, __nv_bfloat16>;
   const std::int64_t HD = static_cast<std::int64_t>(a.H) * a.Dh;
   // K, V [total_keys, H·Dh]: boxes of 64 columns × kBN keys (zeros past the last key). With no
-  // keys at all every CTA writes zeros and issues no copy: a one-row map keeps the encoder happy.
-  const std::int64_t rows = a.total_keys > 0 ? a.total_keys : 1;
-  const CUtensorMap tk = make_tensor_map_2d_swizzle128(a.k, bf16, rows, HD, kBoxCols, kBN);
-  const CUtensorMap tv = make_tensor_map_2d_swizzle128(a.v, bf16, rows, HD, kBoxCols, kBN);
+  // keys at all every CTA writes zeros and issues no copy, and k, v may be null: the maps are
+  // encoded over the first row of `out` (B >= 1, so it holds H·Dh elements), never read.
+  const bool no_keys = a.total_keys <= 0;
+  const std::int64_t rows = no_keys ? 1 : a.total_keys;
+  const CUtensorMap tk =
+      make_tensor_map_2d_swizzle128(no_keys ? a.out : a.k, bf16, rows, HD, kBoxCols, kBN);
+  const CUtensorMap tv =
+      make_tensor_map_2d_swizzle128(no_keys ? a.out : a.v, bf16, rows, HD, kBoxCols, kBN);
   auto go = [&](auto kernel, int smem) {
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                "ikbo attention (wgmma): shared memory size");

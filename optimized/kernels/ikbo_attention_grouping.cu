@@ -49,6 +49,33 @@ __global__ void run_blocks_kernel(std::int32_t* run_count, std::int32_t* work_bl
   }
 }
 
+/// items[w] for every slot w < slots: the block of the run r with work_end[r − 1] <= w <
+/// work_end[r] (binary search; work_end is non-decreasing), rows 0 past the last run's end.
+__global__ void work_items_kernel(AttentionWorkItem* items, std::int32_t slots,
+                                  const std::int32_t* work_end, const std::int32_t* run_user,
+                                  const std::int32_t* run_start, const std::int32_t* run_count,
+                                  std::int32_t runs, std::int64_t n_seed, int block_rows) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= slots) return;
+  const auto w = static_cast<std::int32_t>(i);
+  AttentionWorkItem it;
+  if (w < work_end[runs - 1]) {
+    std::int32_t lo = 0, hi = runs - 1;
+    while (lo < hi) {
+      const std::int32_t mid = lo + ((hi - lo) >> 1);
+      if (work_end[mid] > w) hi = mid; else lo = mid + 1;
+    }
+    const std::int32_t blk = w - (lo == 0 ? 0 : work_end[lo - 1]);
+    const std::int64_t run_rows = static_cast<std::int64_t>(run_count[lo]) * n_seed;
+    it.user = run_user[lo];
+    it.cand0 = run_start[lo];
+    it.row0 = blk * block_rows;
+    it.rows = static_cast<std::int32_t>(
+        run_rows - it.row0 < block_rows ? run_rows - it.row0 : block_rows);
+  }
+  items[w] = it;
+}
+
 }  // namespace
 
 std::size_t attention_grouping_temp_bytes(std::int64_t B, std::int64_t U) {
@@ -100,7 +127,11 @@ void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B,
              "ikbo attention: run starts");
   temp = g.temp_bytes;
   cuda_check(cub::DeviceScan::InclusiveSum(g.temp, temp, g.work_blocks, g.work_end, n, stream),
-             "ikbo attention: work list");
+             "ikbo attention: work list ends");
+  work_items_kernel<<<blocks_for(g.work_slots), kThreads, 0, stream>>>(
+      g.items, g.work_slots, g.work_end, g.run_user, g.run_start, g.run_count, n, n_seed,
+      block_rows);
+  check_launch("ikbo attention: work items");
 }
 
 void launch_attention_forward(DType storage, const AttentionArgs& a, cudaStream_t stream) {

@@ -15,10 +15,23 @@
 
 namespace tbe::cuda::detail {
 
+/// What one attention CTA computes (16 bytes, read with one load): query rows [row0, row0 + rows)
+/// of user `user`'s candidates in the grouping's order, i.e. row `pos` is query row pos % n_seed of
+/// candidate cand_sorted[cand0 + pos / n_seed]. rows = 0: a slot past the work list (the grid is
+/// an upper bound), the CTA exits.
+struct alignas(16) AttentionWorkItem {
+  std::int32_t user = 0;
+  std::int32_t cand0 = 0;  ///< run_start of the user's run
+  std::int32_t row0 = 0;   ///< first row of the block within the run (a multiple of 128)
+  std::int32_t rows = 0;   ///< 1 .. 128, or 0
+};
+static_assert(sizeof(AttentionWorkItem) == 16);
+
 /// The grouping of candidates by user, built on the device from cand_to_user (any map) by
 /// launch_attention_grouping. Runs are the users that have candidates, in ascending user order;
 /// R = B slots (at most B distinct values even for a bad map), of which the first `num_runs` are
-/// runs and the rest hold count 0, blocks 0.
+/// runs and the rest hold count 0, blocks 0. `items` is the work list the kernels read: item w is
+/// block w − work_end[r − 1] of the run r with work_end[r − 1] <= w < work_end[r].
 struct AttentionGrouping {
   std::int32_t* cand_sorted = nullptr;  ///< [B] candidates ordered by (user, candidate) (stable)
   std::int32_t* run_user = nullptr;     ///< [R] user of run r
@@ -26,6 +39,8 @@ struct AttentionGrouping {
   std::int32_t* run_start = nullptr;    ///< [R] first position of run r in cand_sorted
   std::int32_t* work_end = nullptr;     ///< [R] inclusive sum over runs of ceil(count·n_seed / block_rows)
   std::int32_t* num_runs = nullptr;     ///< [1]
+  AttentionWorkItem* items = nullptr;   ///< [work_slots] (rows 0 past the work list)
+  std::int32_t work_slots = 0;          ///< AttentionArgs::grid_blocks
   // scratch of the build
   std::uint32_t* keys_sorted = nullptr;  ///< [B]
   std::int32_t* cand_iota = nullptr;     ///< [B]
@@ -40,7 +55,9 @@ std::size_t attention_grouping_temp_bytes(std::int64_t B, std::int64_t U);
 
 /// Builds `g` from cand_to_user [B] (device): radix sort of (user, candidate) pairs on the
 /// bit_width(U - 1) low bits, run-length encoding of the sorted users, per-run row blocks of
-/// `block_rows` query rows (a run of c candidates has c·n_seed rows), scans. B >= 1.
+/// `block_rows` query rows (a run of c candidates has c·n_seed rows), scans, then the work list
+/// (one thread per slot, a binary search over work_end: the CTAs start with one 16-byte load
+/// instead of ~log2(B) dependent ones). B >= 1.
 void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B, std::int64_t U,
                                std::int64_t n_seed, int block_rows, const AttentionGrouping& g,
                                cudaStream_t stream);
@@ -67,7 +84,7 @@ struct AttentionArgs {
   float scale_log2 = 0.0f;           ///< scale · log2(e), rounded to FP32
   AttentionGrouping grouping;
   int runs = 0;                      ///< R = B
-  int grid_blocks = 0;               ///< upper bound of the work items: ceil(B·n_seed / 128) + min(U, B)
+  int grid_blocks = 0;               ///< grouping.work_slots: ceil(B·n_seed / 128) + min(U, B) >= work items
   const unsigned long long* map_error = nullptr;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };

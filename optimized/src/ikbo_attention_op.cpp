@@ -27,8 +27,15 @@ namespace {
 std::string s(std::int64_t v) { return std::to_string(v); }
 
 /// The wgmma kernel's TMA coordinates (int32) reach every key, its last tile included.
-bool wgmma_keys_fit(const ikbo::AttentionProblem& p) {
-  return p.total_keys() <= INT_MAX - tuning::AttentionWgmma::kKeyBlock;
+bool wgmma_keys_fit(std::int64_t total_keys) {
+  return total_keys <= INT_MAX - tuning::AttentionWgmma::kKeyBlock;
+}
+
+/// Upper bound of the work items (the grid's x extent): every run adds at most one partial block
+/// of 128 rows, and there are at most min(U, B) runs.
+std::int64_t work_slots(const ikbo::AttentionProblem& p) {
+  const std::int64_t rows = detail::kAttentionBlockRows;
+  return (p.B * p.n_seed + rows - 1) / rows + std::min(p.U, p.B);
 }
 
 /// The current device runs sm_90a code (compute capability 9.0: H100, H200).
@@ -69,7 +76,13 @@ Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuni
     return Status::Invalid("attention.U", "attention.U: " + s(p.U) +
                                               " exceeds the CUDA attention kernel's limit " +
                                               s(INT_MAX));
-  if (tuning.kernel == AttentionKernel::Wgmma && !wgmma_keys_fit(p))
+  if (work_slots(p) > INT_MAX)
+    return Status::Invalid("attention.B",
+                           "attention.B: ceil(B·n_seed / 128) + min(U, B) = " +
+                               s(work_slots(p)) + " work items (B = " + s(p.B) + ", n_seed = " +
+                               s(p.n_seed) + ", U = " + s(p.U) +
+                               ") exceed the CUDA attention kernel's grid limit " + s(INT_MAX));
+  if (tuning.kernel == AttentionKernel::Wgmma && !wgmma_keys_fit(p.total_keys()))
     return Status::Invalid("tuning.kernel",
                            "tuning.kernel: wgmma addresses keys with 32-bit TMA coordinates: " +
                                s(p.total_keys()) + " keys exceed its limit " +
@@ -107,7 +120,7 @@ struct AttentionOp::Plan {
   // workspace layout (byte offsets)
   std::size_t ws_flag = 0, ws_keys = 0, ws_iota = 0, ws_sorted = 0, ws_run_user = 0,
               ws_run_count = 0, ws_run_start = 0, ws_blocks = 0, ws_work_end = 0, ws_num_runs = 0,
-              ws_temp = 0, temp_bytes = 0, ws_total = 0;
+              ws_items = 0, ws_temp = 0, temp_bytes = 0, ws_total = 0;
   std::vector<std::string> paths;
   // last run
   cudaStream_t stream = nullptr;
@@ -123,6 +136,8 @@ struct AttentionOp::Plan {
     g.run_start = reinterpret_cast<std::int32_t*>(b + ws_run_start);
     g.work_end = reinterpret_cast<std::int32_t*>(b + ws_work_end);
     g.num_runs = reinterpret_cast<std::int32_t*>(b + ws_num_runs);
+    g.items = reinterpret_cast<detail::AttentionWorkItem*>(b + ws_items);
+    g.work_slots = grid_blocks;
     g.keys_sorted = reinterpret_cast<std::uint32_t*>(b + ws_keys);
     g.cand_iota = reinterpret_cast<std::int32_t*>(b + ws_iota);
     g.work_blocks = reinterpret_cast<std::int32_t*>(b + ws_blocks);
@@ -166,18 +181,9 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
   P.p.k_offsets = {};  // the host span is not kept: the device copy below replaces it
   P.tuning = tuning;
   P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) * 1.4426950408889634);  // · log2 e
-  const int rows = detail::kAttentionBlockRows;
   static_assert(detail::kAttentionBlockRows == tuning::AttentionMmaSync::kBlockRows);
-  int major = 0, minor = 0;
-  const bool sm90a = device_runs_sm90a(&major, &minor);
-  if (tuning.kernel == AttentionKernel::Wgmma && !sm90a)
-    throw InvalidArgument("tuning.kernel", "tuning.kernel: wgmma needs a device of compute "
-                                           "capability 9.0 (compiled for sm_90a), this one is " +
-                                               s(major) + "." + s(minor));
-  P.kernel = tuning.kernel;
+  P.kernel = resolve_attention_kernel(tuning.kernel, p.total_keys());  // throws for Wgmma off sm_90a
   P.total_keys = p.total_keys();
-  if (P.kernel == AttentionKernel::Auto)
-    P.kernel = sm90a && wgmma_keys_fit(p) ? AttentionKernel::Wgmma : AttentionKernel::MmaSync;
   if (P.kernel == AttentionKernel::Wgmma)
     P.paths.push_back("attention.wgmma.dh" + s(p.Dh) + ".kb" +
                       s(tuning::AttentionWgmma::kKeyBlock) + ".stages" +
@@ -206,10 +212,10 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
     P.ws_blocks = L.add(b4);
     P.ws_work_end = L.add(b4);
     P.ws_num_runs = L.add(4);
+    P.grid_blocks = static_cast<int>(work_slots(p));  // <= INT_MAX: check_limits
+    P.ws_items = L.add(static_cast<std::size_t>(P.grid_blocks) * sizeof(detail::AttentionWorkItem));
     P.temp_bytes = detail::attention_grouping_temp_bytes(p.B, p.U);
     P.ws_temp = L.add(P.temp_bytes);
-    // each run adds at most one partial block: ceil(B·n_seed / 128) + min(U, B) work items
-    P.grid_blocks = static_cast<int>((p.B * p.n_seed + rows - 1) / rows + std::min(p.U, p.B));
   }
   P.ws_total = L.total;
 }
@@ -229,6 +235,17 @@ const char* to_string(AttentionKernel k) {
     case AttentionKernel::Wgmma: return "wgmma";
   }
   return "?";
+}
+
+AttentionKernel resolve_attention_kernel(AttentionKernel requested, std::int64_t total_keys) {
+  int major = 0, minor = 0;
+  const bool sm90a = device_runs_sm90a(&major, &minor);
+  if (requested == AttentionKernel::Wgmma && !sm90a)
+    throw InvalidArgument("tuning.kernel", "tuning.kernel: wgmma needs a device of compute "
+                                           "capability 9.0 (compiled for sm_90a), this one is " +
+                                               s(major) + "." + s(minor));
+  if (requested != AttentionKernel::Auto) return requested;
+  return sm90a && wgmma_keys_fit(total_keys) ? AttentionKernel::Wgmma : AttentionKernel::MmaSync;
 }
 
 void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {

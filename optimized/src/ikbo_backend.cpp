@@ -18,14 +18,6 @@ std::string to_string(MapCheck m) { return m == MapCheck::Host ? "host" : "devic
 
 namespace {
 
-/// The attention kernel the backend's tuning runs on this device (Auto: wgmma on compute
-/// capability 9.0, falling back to mma.sync only past 2^31 keys).
-std::string attention_kernel_name(AttentionKernel k, const cudaDeviceProp& prop) {
-  if (k == AttentionKernel::Auto)
-    k = prop.major == 9 && prop.minor == 0 ? AttentionKernel::Wgmma : AttentionKernel::MmaSync;
-  return to_string(k);
-}
-
 class CudaIkboBackend final : public ikbo::IkboBackend {
  public:
   explicit CudaIkboBackend(const CudaIkboOptions& o) : o_(o) {
@@ -40,7 +32,7 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
             (o.lce.chunk_candidates > 0
                  ? ", " + std::to_string(o.lce.chunk_candidates) + " candidates per chunk"
                  : std::string()) +
-            "; attention: " + attention_kernel_name(o.attention.kernel, prop) +
+            "; attention: " + to_string(resolve_attention_kernel(o.attention.kernel)) +
             (o.map_check == MapCheck::Device ? "; map check on device" : "") + ")";
   }
   std::string name() const override { return name_; }

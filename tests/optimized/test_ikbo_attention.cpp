@@ -388,6 +388,20 @@ TEST_CASE("ikbo attention: invalid arguments are rejected before any launch",
     REQUIRE(cuda::AttentionOp::can_implement(p).ok());
     REQUIRE(cuda::AttentionOp(p).kernel() == cuda::AttentionKernel::MmaSync);
   }
+  SECTION("more work items than the grid holds") {
+    ikbo::AttentionProblem p = c.view();  // shapes only: can_implement reads no buffer
+    p.n_seed = 1;
+    p.B = INT_MAX;  // ceil(B / 128) + min(U, B) work items > INT_MAX
+    p.U = INT_MAX;
+    p.S = 1;
+    const Status st = cuda::AttentionOp::can_implement(p);
+    INFO(st.message);
+    REQUIRE(st.argument == "attention.B");
+    const std::int64_t items = (p.B + 127) / 128 + p.U;
+    REQUIRE(st.message.find(std::to_string(items) + " work items") != std::string::npos);
+    p.U = INT_MAX - (p.B + 127) / 128;  // exactly INT_MAX work items: the limit itself is fine
+    REQUIRE(cuda::AttentionOp::can_implement(p).ok());
+  }
   SECTION("a shape validate() rejects: the reference's argument") {
     ikbo::AttentionProblem p = c.view();
     p.n_seed = 0;
@@ -402,6 +416,29 @@ TEST_CASE("ikbo attention: invalid arguments are rejected before any launch",
       REQUIRE(o.argument == "cand_to_user[4]");
       REQUIRE(o.poison_intact);
     }
+  }
+}
+
+TEST_CASE("ikbo attention: resolve_attention_kernel is what AttentionOp runs",
+          "[gpu][ikbo][attention]") {
+  using cuda::AttentionKernel;
+  const AttentionKernel dev = auto_kernel();  // from the device properties, independently
+  REQUIRE(cuda::resolve_attention_kernel(AttentionKernel::Auto) == dev);
+  REQUIRE(cuda::resolve_attention_kernel(AttentionKernel::Auto, std::int64_t{INT_MAX} - 128) == dev);
+  REQUIRE(cuda::resolve_attention_kernel(AttentionKernel::Auto, std::int64_t{INT_MAX} - 127) ==
+          AttentionKernel::MmaSync);
+  REQUIRE(cuda::resolve_attention_kernel(AttentionKernel::MmaSync) == AttentionKernel::MmaSync);
+  if (dev == AttentionKernel::Wgmma)
+    REQUIRE(cuda::resolve_attention_kernel(AttentionKernel::Wgmma) == AttentionKernel::Wgmma);
+  else
+    REQUIRE_THROWS_AS(cuda::resolve_attention_kernel(AttentionKernel::Wgmma), InvalidArgument);
+  ikbo::AttentionCase c = ikbo::make_attention_case(shape(6, 3, 4, 2, 64, 40), policy(DType::BF16),
+                                                    MapKind::Sorted, 5);
+  for (AttentionKernel k : {AttentionKernel::Auto, AttentionKernel::MmaSync}) {
+    cuda::AttentionTuning t;
+    t.kernel = k;
+    REQUIRE(cuda::AttentionOp(c.view(), t).kernel() ==
+            cuda::resolve_attention_kernel(k, c.view().total_keys()));
   }
 }
 

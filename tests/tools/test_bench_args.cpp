@@ -107,8 +107,11 @@ TEST_CASE("bench args: ikbo-fa, defaults and every option", "[cli]") {
   CHECK(d.ikbo_fa.seqs == std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192, 16384});
   CHECK(d.ikbo_fa.dtypes == std::vector<DType>{DType::BF16, DType::F16});
   CHECK_FALSE(d.ikbo_fa.unsorted);
+  CHECK(d.ikbo_fa.dh == 128);
+  CHECK(d.ikbo_fa.kernel == "all");
   const IkboFaArgs a = command({"ikbo-fa", "--iters", "4", "--json", "f.json", "--batch", "256",
-                                "--seq", "4096", "--seq", "8192", "--dtype", "fp16", "--unsorted"})
+                                "--seq", "4096", "--seq", "8192", "--dtype", "fp16", "--unsorted",
+                                "--dh", "64", "--kernel", "wgmma"})
                            .ikbo_fa;
   CHECK(a.iters == 4);
   CHECK(a.json_path == "f.json");
@@ -116,7 +119,11 @@ TEST_CASE("bench args: ikbo-fa, defaults and every option", "[cli]") {
   CHECK(a.seqs == std::vector<std::int64_t>{4096, 8192});
   CHECK(a.dtypes == std::vector<DType>{DType::F16});
   CHECK(a.unsorted);
+  CHECK(a.dh == 64);
+  CHECK(a.kernel == "wgmma");
   CHECK_THAT(exit_of({"ikbo-fa", "--help"}).text, Catch::Contains("peer_ikbo_fa.py"));
+  check_usage_error({"ikbo-fa", "--dh", "96"}, "--dh");
+  check_usage_error({"ikbo-fa", "--kernel", "cutlass"}, "--kernel");
   check_usage_error({"ikbo-fa", "--dtype", "fp32"}, "--dtype");
   check_usage_error({"ikbo-fa", "--seq", "0"}, "--seq");
   check_usage_error({"ikbo-fa", "--batch", "63"}, "--batch");

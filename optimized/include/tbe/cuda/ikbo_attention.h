@@ -48,6 +48,14 @@ enum class AttentionKernel {
 };
 const char* to_string(AttentionKernel k);
 
+/// The kernel AttentionOp runs for `requested` (AttentionTuning::kernel) on the current CUDA device
+/// with `total_keys` rows of k and v (AttentionProblem::total_keys(); 0 asks about a problem whose
+/// keys fit): Auto is Wgmma on compute capability 9.0 when total_keys + 128 <= INT_MAX, else
+/// MmaSync; MmaSync and Wgmma are returned as they are. Throws InvalidArgument("tuning.kernel")
+/// for Wgmma on a device that is not 9.0, DeviceError without a device. The one place Auto is
+/// resolved (AttentionOp, the CUDA IKBO backend's name()).
+AttentionKernel resolve_attention_kernel(AttentionKernel requested, std::int64_t total_keys = 0);
+
 /// Kernel knobs of AttentionOp (semantics unchanged: any kernel and key block gives results in the
 /// same enclosure, docs/ikbo.md; each value is bitwise stable run to run). The other constants are
 /// optimized/dispatch/tuning.h (AttentionMmaSync), which reads this default.
@@ -86,7 +94,7 @@ struct AttentionTuning {
 ///
 /// Kernels (optimized/README.md "IKBO attention"): the candidates are grouped by user on the
 /// device (CUB radix sort of the map, run-length encoding, scans: a work list of (user, block of
-/// 128 query rows)); one CTA per (work item, head) streams that user's K/V once for all of its
+/// 128 query rows), one 16-byte item per CTA); one CTA per (work item, head) streams that user's K/V once for all of its
 /// rows: online softmax in FP32 (exp2 with scale·log2 e folded into one FMA, running maximum per
 /// key tile in ascending key order), QKᵀ and PV on tensor cores (AttentionKernel: wgmma or
 /// mma.sync m16n8k16, FP32 accumulation), P rounded to the storage type before PV, l summed from
@@ -99,7 +107,8 @@ class AttentionOp {
   /// device pointer), first failure wins: tbe::ikbo::validate(p) (its Status unchanged), then the
   /// kernel limits: attention.policy.storage F16 or BF16; attention.policy.accumulation F32;
   /// attention.Dh 64 or 128; attention.H <= 65535; attention.B·n_seed and attention.U <= INT_MAX;
-  /// tuning.key_block 64 or 128.
+  /// attention.B: ceil(B·n_seed / 128) + min(U, B) work items <= INT_MAX (the grid); tuning.kernel
+  /// Wgmma: total keys + 128 <= INT_MAX; tuning.key_block 64 or 128 (and its companions).
   static Status can_implement(const ikbo::AttentionProblem& p, const AttentionTuning& tuning = {});
   /// The host backend's check, with the map on the host (`host_cand_to_user`: [p.B] int32, read
   /// only once validate(p) passed): validate(p), then tbe::ikbo::validate_map, then the limits.
@@ -119,7 +128,8 @@ class AttentionOp {
   AttentionOp& operator=(AttentionOp&&) noexcept;
 
   /// Device workspace needed by run() (bytes, 256-aligned pieces inside): the map flag, the
-  /// grouping (sorted candidates, runs, work list: about 36·B bytes) and CUB's temporary storage.
+  /// grouping (sorted candidates, runs, work list: about 36·B bytes plus 16 bytes per work item)
+  /// and CUB's temporary storage.
   std::size_t workspace_bytes() const;
 
   /// Enqueues the map check, the grouping and the attention kernel on `stream`. Throws
