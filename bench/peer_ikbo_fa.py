@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Peer timing for `tbe-bench ikbo-fa`: IKBO cross attention in PyTorch and stock Triton.
 
-Shape (ikbo-fa, docs/workloads.md): B candidates (default 2048), H = 2, n_seed = 64, Dh = 128,
+Shape (ikbo-fa, docs/workloads.md): B candidates (default 2048), H = 2, n_seed = 64, Dh = 128 (or --dh 64),
 64 candidates per user (U = B / 64, sorted map b -> floor(b * U / B) like tbe-bench's), S keys per
 user; q [B, H, n_seed, Dh], k, v [U, H, S, Dh], values uniform in [-1, 1) rounded to the dtype.
 
@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from peer_timing import l2_flush_buffer, time_cuda
 
-H, N_SEED, DH, CPU = 2, 64, 128, 64
+H, N_SEED, CPU = 2, 64, 64
 
 
 def load_triton_ikbo(path):
@@ -57,9 +57,11 @@ def main():
     ap.add_argument("--seq", type=int, action="append", help="S (repeatable; default 512..16384)")
     ap.add_argument("--dtype", action="append", choices=["bf16", "fp16"])
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--dh", type=int, default=128, choices=[64, 128], help="head dimension Dh (default 128)")
     ap.add_argument("--triton-ikbo", default="", help="path of FBGEMM's triton_ikbo_fa.py (or its folder)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    DH = args.dh
     seqs = args.seq or [512, 1024, 2048, 4096, 8192, 16384]
     dtypes = args.dtype or ["bf16", "fp16"]
     B = args.batch
@@ -101,7 +103,7 @@ def main():
                     continue
                 tf = flops / (med * 1e-3) / 1e12
                 print(f"{dt_name:6} {S:6d} {name:34} {med:8.3f} {lo:8.3f} {hi:8.3f} {tf:8.1f}")
-                rows.append({"dtype": dt_name, "S": S, "B": B, "U": U, "variant": name,
+                rows.append({"dtype": dt_name, "S": S, "B": B, "U": U, "Dh": DH, "variant": name,
                              "median_ms": med, "min_ms": lo, "max_ms": hi, "tflops": tf,
                              "iters": args.iters})
             del kb, vb, q3, k3, v3
