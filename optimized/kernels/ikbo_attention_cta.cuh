@@ -32,12 +32,12 @@ struct Cta {
   }
 };
 
-/// The CTA's work item (one 16-byte load) and its user's key range, dense or jagged.
-__device__ __forceinline__ Cta load_cta(const AttentionArgs& a) {
+/// Work item w of head h (one 16-byte load) and its user's key range, dense or jagged.
+__device__ __forceinline__ Cta load_cta(const AttentionArgs& a, std::int64_t w, int h) {
   Cta c;
-  const int4 raw = __ldg(reinterpret_cast<const int4*>(a.grouping.items) + blockIdx.x);
+  const int4 raw = __ldg(reinterpret_cast<const int4*>(a.grouping.items) + w);
   c.item = AttentionWorkItem{raw.x, raw.y, raw.z, raw.w};
-  c.h = static_cast<int>(blockIdx.y);
+  c.h = h;
   if (c.item.rows <= 0) return c;
   if (a.k_offsets != nullptr) {
     c.k_begin = a.k_offsets[c.item.user];
@@ -49,12 +49,13 @@ __device__ __forceinline__ Cta load_cta(const AttentionArgs& a) {
   return c;
 }
 
-/// An empty key range: exact zeros in every row of the CTA (docs/ikbo.md), never 0/0.
-template <class T, int kDh, int kThreads>
+/// An empty key range: exact zeros in every row of the CTA (docs/ikbo.md), never 0/0, written by
+/// `threads` threads of which this one is `tid`.
+template <class T, int kDh>
 __device__ __forceinline__ void store_zero_rows(const AttentionArgs& a, const Cta& c,
-                                                T* __restrict__ out) {
+                                                T* __restrict__ out, int tid, int threads) {
   constexpr int kChunks = kDh / 8;  // 16-byte chunks per row
-  for (int idx = static_cast<int>(threadIdx.x); idx < c.item.rows * kChunks; idx += kThreads) {
+  for (int idx = tid; idx < c.item.rows * kChunks; idx += threads) {
     const int i = idx / kChunks, ch = idx % kChunks;
     *reinterpret_cast<uint4*>(out + c.row_offset<kDh>(a, i) + ch * 8) = make_uint4(0, 0, 0, 0);
   }

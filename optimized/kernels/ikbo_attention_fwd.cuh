@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN, 
     attention_fwd_kernel(AttentionArgs a) {
   using TL = Tile<kDh, kBN, kStages>;
   if (fatal_aborted(a.map_error)) return;
-  const attention_cta::Cta cta = attention_cta::load_cta(a);
+  const attention_cta::Cta cta = attention_cta::load_cta(a, blockIdx.x, static_cast<int>(blockIdx.y));
   const int rows = cta.item.rows;  // rows of this block
   if (rows <= 0) return;           // the grid is an upper bound of the work items
   const int h = cta.h;
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN, 
   const T* __restrict__ v = static_cast<const T*>(a.v);
   T* __restrict__ out = static_cast<T*>(a.out);
   const int t = static_cast<int>(threadIdx.x);
-  if (n == 0) return attention_cta::store_zero_rows<T, kDh, kThreads>(a, cta, out);
+  if (n == 0) return attention_cta::store_zero_rows<T, kDh>(a, cta, out, t, kThreads);
 
   extern __shared__ __align__(128) unsigned char attn_smem[];
   T* sQ = reinterpret_cast<T*>(attn_smem);

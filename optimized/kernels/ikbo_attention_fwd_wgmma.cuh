@@ -2,7 +2,12 @@
 // specialization, per-user K/V reuse as in the mma.sync kernel (ikbo_attention_fwd.cuh: the same
 // work list, rows and semantics; design: optimized/README.md "IKBO attention").
 //
-// One CTA per (work item w, head h) = 128 query rows of one user u, 3 warpgroups:
+// Persistent: one CTA per SM takes the jobs (work item w, head h) = 128 query rows of one user u
+// in the order c, c + grid, c + 2·grid, ... (jobs j = (w = j % items, h = j / items), so the CTAs
+// resident at one time work on neighbouring items of one head and share its users' K/V in L2).
+// The K/V ring runs on from job to job (the producer loads the next job's first tiles while the
+// consumers finish the current one), and each consumer warpgroup loads the next job's Q rows
+// right after its last QKᵀ, behind the last PV and the output stores. 3 warpgroups:
 //   warpgroup 0, producer: one warp streams the user's K and V tiles of kBN = 128 keys into a
 //     kStages ring with TMA (2-D tensor maps over [keys, H·Dh], 64-column boxes, 128-byte
 //     swizzle), full_k / full_v barriers per stage (transaction bytes), waiting on the stage's
@@ -153,18 +158,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using LY = Layout<kDh, kStages>;
   if (fatal_aborted(a.map_error)) return;
-  const attention_cta::Cta cta = attention_cta::load_cta(a);
-  const int rows = cta.item.rows;
-  if (rows <= 0) return;  // the grid is an upper bound of the work items
-  const int h = cta.h;
-  const std::int64_t k_begin = cta.k_begin, n = cta.n;
-  auto row_offset = [&](int i) { return cta.row_offset<kDh>(a, i); };
+  // persistent: job j = (work item j % items, head j / items), CTA c takes jobs c, c + grid, ...
+  const std::int64_t items = a.grouping.work_end[a.runs - 1];
+  const std::int64_t jobs = items * a.H;
+  const std::int64_t first_job = blockIdx.x, job_step = gridDim.x;
+  if (first_job >= jobs) return;
+  auto job_cta = [&](std::int64_t j) {
+    return attention_cta::load_cta(a, j % items, static_cast<int>(j / items));
+  };
+  auto tiles_of = [&](std::int64_t n) -> std::int64_t {
+    return TBE_MUTANT_SWAP(a, kAttnLastKeyTileDropped, n / kBN, (n + kBN - 1) / kBN);
+  };
   T* __restrict__ out = static_cast<T*>(a.out);
   const int t = static_cast<int>(threadIdx.x);
   constexpr int kChunks = kDh / 8;
-  if (n == 0) return attention_cta::store_zero_rows<T, kDh, kThreads>(a, cta, out);
-  const std::int64_t n_tiles =
-      TBE_MUTANT_SWAP(a, kAttnLastKeyTileDropped, n / kBN, (n + kBN - 1) / kBN);
 
   extern __shared__ __align__(16) unsigned char wg_smem_raw[];
   const std::uint32_t raw = smem_addr(wg_smem_raw);
@@ -192,49 +199,61 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ---------------- producer ----------------
     setmaxnreg_dec<40>();
     if (t >= 32) return;
-    const int col0 = h * kDh;
-    for (std::int64_t tile = 0; tile < n_tiles; ++tile) {
-      const int s = static_cast<int>(tile % kStages);
-      const std::uint32_t round = static_cast<std::uint32_t>(tile / kStages);
-      // K and V of a stage are released separately: K as soon as both warpgroups' QKᵀ of its
-      // tile completed (a tile earlier than V), so the next K load is never behind a PV
-      if (tile >= kStages) mbar_wait(empty_k(s), (round - 1) & 1u);
-      const std::int32_t key0 = static_cast<std::int32_t>(k_begin + tile * kBN);
-      const std::uint32_t sk = base + LY::kK + s * LY::kTile, sv = base + LY::kV + s * LY::kTile;
-      if (lane == 0) {
-        mbar_arrive_expect_tx(full_k(s), LY::kTile);
-#pragma unroll
-        for (int b = 0; b < LY::kBoxes; ++b)
-          tma_load_2d(sk + b * LY::kKVBox, &tm_k, col0 + b * kBoxCols, key0, full_k(s));
-      }
-      if (tile >= kStages) mbar_wait(empty_v(s), (round - 1) & 1u);
-      const std::int64_t left = n - tile * kBN;
-      const int valid = left < kBN ? static_cast<int>(left) : kBN;
-      if (valid == kBN) {
+    // The ring runs on across jobs: tile g of the CTA (counted over all its jobs) uses stage
+    // g % kStages in round g / kStages, so the next job's first tiles load while the consumers
+    // finish the current one. The tail barrier completes once per partial tile (parity: count).
+    std::uint64_t g = 0;
+    std::uint32_t tails = 0;
+    for (std::int64_t job = first_job; job < jobs; job += job_step) {
+      const attention_cta::Cta cta = job_cta(job);
+      const std::int64_t n = cta.n, n_tiles = tiles_of(n);
+      const int col0 = cta.h * kDh;
+      for (std::int64_t tile = 0; tile < n_tiles; ++tile, ++g) {
+        const int s = static_cast<int>(g % kStages);
+        const std::uint32_t round = static_cast<std::uint32_t>(g / kStages);
+        // K and V of a stage are released separately: K as soon as both warpgroups' QKᵀ of its
+        // tile completed (a tile earlier than V), so the next K load is never behind a PV
+        if (g >= kStages)
+          mbar_wait(empty_k(s), TBE_MUTANT_SWAP(a, kAttnWgmmaEmptyParity, round & 1u, (round - 1) & 1u));
+        const std::int32_t key0 = static_cast<std::int32_t>(cta.k_begin + tile * kBN);
+        const std::uint32_t sk = base + LY::kK + s * LY::kTile, sv = base + LY::kV + s * LY::kTile;
         if (lane == 0) {
-          mbar_arrive_expect_tx(full_v(s), LY::kTile);
+          mbar_arrive_expect_tx(full_k(s), LY::kTile);
 #pragma unroll
           for (int b = 0; b < LY::kBoxes; ++b)
-            tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, full_v(s));
+            tma_load_2d(sk + b * LY::kKVBox, &tm_k, col0 + b * kBoxCols, key0, full_k(s));
         }
-      } else {  // the last, partial tile (once per CTA: tail parity 0): zero V rows >= valid
-        if (lane == 0) {
-          mbar_arrive_expect_tx(tail, LY::kTile);
+        if (g >= kStages)
+          mbar_wait(empty_v(s), TBE_MUTANT_SWAP(a, kAttnWgmmaEmptyParity, round & 1u, (round - 1) & 1u));
+        const std::int64_t left = n - tile * kBN;
+        const int valid = left < kBN ? static_cast<int>(left) : kBN;
+        if (valid == kBN) {
+          if (lane == 0) {
+            mbar_arrive_expect_tx(full_v(s), LY::kTile);
 #pragma unroll
-          for (int b = 0; b < LY::kBoxes; ++b)
-            tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, tail);
+            for (int b = 0; b < LY::kBoxes; ++b)
+              tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, full_v(s));
+          }
+        } else {  // the job's last, partial tile: zero V rows >= valid
+          if (lane == 0) {
+            mbar_arrive_expect_tx(tail, LY::kTile);
+#pragma unroll
+            for (int b = 0; b < LY::kBoxes; ++b)
+              tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, tail);
+          }
+          mbar_wait(tail, tails & 1u);
+          ++tails;
+          unsigned char* v_tile = smem + LY::kV + s * LY::kTile;
+          for (int idx = lane; idx < LY::kBoxes * (kBN - valid) * 8; idx += 32) {
+            const int b = idx / ((kBN - valid) * 8), rest = idx % ((kBN - valid) * 8);
+            const int row = valid + rest / 8, chunk = rest % 8;
+            *reinterpret_cast<uint4*>(v_tile + b * LY::kKVBox + row * 128 + chunk * 16) =
+                make_uint4(0, 0, 0, 0);
+          }
+          fence_proxy_async_smem();
+          __syncwarp();
+          if (lane == 0) mbar_arrive(full_v(s));
         }
-        mbar_wait(tail, 0);
-        unsigned char* v_tile = smem + LY::kV + s * LY::kTile;
-        for (int idx = lane; idx < LY::kBoxes * (kBN - valid) * 8; idx += 32) {
-          const int b = idx / ((kBN - valid) * 8), rest = idx % ((kBN - valid) * 8);
-          const int row = valid + rest / 8, chunk = rest % 8;
-          *reinterpret_cast<uint4*>(v_tile + b * LY::kKVBox + row * 128 + chunk * 16) =
-              make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async_smem();
-        __syncwarp();
-        if (lane == 0) mbar_arrive(full_v(s));
       }
     }
     return;
@@ -246,26 +265,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tw = t - 128 * wg;             // thread in the warpgroup
   const int warp = tw >> 5;                // warp in the warpgroup: rows 16·warp ..
   const int gq = lane >> 2, cq = lane & 3;
-  {  // Q rows of this warpgroup (rows past `rows` zero-filled), swizzled as TMA would write them
-    const T* __restrict__ q = static_cast<const T*>(a.q);
+  const T* __restrict__ q = static_cast<const T*>(a.q);
+  // Q rows of this warpgroup for job `c` (rows past c's rows zero-filled), swizzled as TMA would
+  // write them: cp.async, waited for by q_ready (the warpgroup's named barrier 1 + cw)
+  auto load_q = [&](const attention_cta::Cta& c) {
     for (int idx = tw; idx < 64 * kChunks; idx += 128) {
-      const int i = idx / kChunks, c = idx % kChunks;  // local row in the warpgroup, chunk
+      const int i = idx / kChunks, ch = idx % kChunks;  // local row in the warpgroup, chunk
       const int row = 64 * cw + i;
-      const bool ok = row < rows;
-      const int b = c / 8, cc = c % 8;
+      const bool ok = row < c.item.rows;
+      const int b = ch / 8, cc = ch % 8;
       unsigned char* dst = smem + LY::kQ + b * LY::kQBox + row * 128 + ((cc ^ (row & 7)) << 4);
-      cp_async16(dst, ok ? q + row_offset(row) + c * 8 : q, ok ? 16 : 0);
+      cp_async16(dst, ok ? q + c.row_offset<kDh>(a, row) + ch * 8 : q, ok ? 16 : 0);
     }
     cp_async_commit();
+  };
+  auto q_ready = [&] {
     cp_async_wait<0>();
     fence_proxy_async_smem();
     named_barrier_sync(1 + cw, 128);
-  }
+  };
   const float c2 = a.scale_log2;
-  RowState st;
   float o[kDh / 2];
-#pragma unroll
-  for (int i = 0; i < kDh / 2; ++i) o[i] = 0.0f;
   float s[kBN / 2];
   std::uint32_t p[kBN / 16][4];
   float alpha[2];
@@ -310,8 +330,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // kPingpong (AttentionTuning::pingpong): the two consumer warpgroups take turns issuing their
   // MMAs (named barriers 3 + cw: a warpgroup waits for its turn, issues, hands the turn over), so
-  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. Every warpgroup has
-  // n_tiles + 1 turns; the second one does not hand over after its last (nobody waits for it).
+  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. In every job each
+  // warpgroup has n_tiles + 1 turns, warpgroup 0 first; the second one does not hand over after
+  // its last (the next job starts with warpgroup 0 again), so the arrivals balance per job.
   auto turn_wait = [&] {
     if constexpr (kPingpong) named_barrier_sync(3 + cw, 256);
   };
@@ -320,67 +341,102 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (!(last && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
     }
   };
-  if constexpr (kPingpong) {
-    if (cw == 1 && n_tiles > 0) named_barrier_arrive(3, 256);  // the first turn: warpgroup 0
-  }
 
-  if (n_tiles > 0) {
-    // tile 0: S, softmax, P
-    mbar_wait(full_k(0), 0);
-    turn_wait();
-    issue_qk(0);
-    turn_pass(false);
-    wgmma_wait<0>();
-    fence_regs(s);
-    release_k(0);
-    softmax_tile(s, st, alpha, 0, n, cq, c2, a);
-    pack_p<T>(s, p);  // (α = 0: O is still 0)
-    for (std::int64_t tile = 1; tile < n_tiles; ++tile) {
-      const int sc = static_cast<int>(tile % kStages);
-      const int sp = static_cast<int>((tile - 1) % kStages);
-      mbar_wait(full_k(sc), static_cast<std::uint32_t>(tile / kStages) & 1u);
-      mbar_wait(full_v(sp), static_cast<std::uint32_t>((tile - 1) / kStages) & 1u);
+  std::uint64_t g0 = 0;     // ring tiles of the CTA's earlier jobs (as the producer counts)
+  bool q_loaded = false;    // the current job's Q was requested during the previous job
+  for (std::int64_t job = first_job; job < jobs; job += job_step) {
+    const attention_cta::Cta cta = job_cta(job);
+    const int rows = cta.item.rows;
+    const std::int64_t n = cta.n;
+    if (n == 0) {  // empty key range: exact zeros (docs/ikbo.md)
+      attention_cta::store_zero_rows<T, kDh>(a, cta, out, t - 128, 256);
+      continue;
+    }
+    const std::int64_t n_tiles = tiles_of(n);
+    if (!q_loaded) load_q(cta);
+    q_ready();
+    q_loaded = false;
+    RowState st;
+#pragma unroll
+    for (int i = 0; i < kDh / 2; ++i) o[i] = 0.0f;
+    auto stage_of = [&](std::int64_t tile) { return static_cast<int>((g0 + tile) % kStages); };
+    auto parity_of = [&](std::int64_t tile) {
+      return static_cast<std::uint32_t>((g0 + tile) / kStages) & 1u;
+    };
+    if constexpr (kPingpong) {
+      if (cw == 1 && n_tiles > 0) named_barrier_arrive(3, 256);  // the first turn: warpgroup 0
+    }
+    if (n_tiles > 0) {
+      // tile 0: S, softmax, P
+      mbar_wait(full_k(stage_of(0)), parity_of(0));
+      turn_wait();
+      issue_qk(stage_of(0));
+      turn_pass(false);
+      wgmma_wait<0>();
+      fence_regs(s);
+      release_k(stage_of(0));
+      softmax_tile(s, st, alpha, 0, n, cq, c2, a);
+      pack_p<T>(s, p);  // (α = 0: O is still 0)
+      for (std::int64_t tile = 1; tile < n_tiles; ++tile) {
+        const int sc = stage_of(tile), sp = stage_of(tile - 1);
+        mbar_wait(full_k(sc), parity_of(tile));
+        mbar_wait(full_v(sp), parity_of(tile - 1));
+        fence_regs(p);
+        turn_wait();
+        issue_qk(sc);                      // S_t = Q K_tᵀ
+        issue_pv(sp);                      // O += P_{t−1} V_{t−1}
+        turn_pass(false);
+        wgmma_wait<1>();                   // S_t landed (PV still in flight): K_t is free
+        fence_regs(s);
+        release_k(sc);
+        softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
+        wgmma_wait<0>();                   // PV done: O, P and stage sp are free
+        fence_regs(o);
+        fence_regs(p);
+        release_v(sp);
+        rescale();                         // O · α_t before P_t V_t is added
+        pack_p<T>(s, p);
+      }
+    }
+    // Every QKᵀ of this job completed (each warp waited for its wgmma groups; the barrier makes
+    // it the whole warpgroup's): its Q rows are free, so the next job's Q loads now, behind the
+    // last PV and the output stores.
+    named_barrier_sync(1 + cw, 128);
+    if (job + job_step < jobs) {
+      const attention_cta::Cta next = job_cta(job + job_step);
+      if (next.n > 0) {
+        load_q(next);
+        q_loaded = true;
+      }
+    }
+    if (n_tiles > 0) {
+      const int sl = stage_of(n_tiles - 1);
+      mbar_wait(full_v(sl), parity_of(n_tiles - 1));
       fence_regs(p);
       turn_wait();
-      issue_qk(sc);                      // S_t = Q K_tᵀ
-      issue_pv(sp);                      // O += P_{t−1} V_{t−1}
-      turn_pass(false);
-      wgmma_wait<1>();                   // S_t landed (PV still in flight): K_t is free
-      fence_regs(s);
-      release_k(sc);
-      softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
-      wgmma_wait<0>();                   // PV done: O, P and stage sp are free
+      issue_pv(sl);
+      turn_pass(true);
+      wgmma_wait<0>();
       fence_regs(o);
-      fence_regs(p);
-      release_v(sp);
-      rescale();                         // O · α_t before P_t V_t is added
-      pack_p<T>(s, p);
+      release_v(sl);
     }
-    const int sl = static_cast<int>((n_tiles - 1) % kStages);
-    mbar_wait(full_v(sl), static_cast<std::uint32_t>((n_tiles - 1) / kStages) & 1u);
-    fence_regs(p);
-    turn_wait();
-    issue_pv(sl);
-    turn_pass(true);
-    wgmma_wait<0>();
-    fence_regs(o);
-    release_v(sl);
-  }
+    g0 += static_cast<std::uint64_t>(n_tiles);
 
-  // ---- out = RN_st(O · (1/l)) ----
+    // ---- out = RN_st(O · (1/l)) ----
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float lsum = st.l[hr];
-    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
-    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
-    const float inv = 1.0f / lsum;
-    const int i = 64 * cw + warp * 16 + gq + 8 * hr;
-    if (i >= rows) continue;
-    T* orow = out + row_offset(i) + 2 * cq;
+    for (int hr = 0; hr < 2; ++hr) {
+      float lsum = st.l[hr];
+      lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+      lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+      const float inv = 1.0f / lsum;
+      const int i = 64 * cw + warp * 16 + gq + 8 * hr;
+      if (i >= rows) continue;
+      T* orow = out + cta.row_offset<kDh>(a, i) + 2 * cq;
 #pragma unroll
-    for (int j = 0; j < kDh / 8; ++j)
-      *reinterpret_cast<std::uint32_t*>(orow + j * 8) =
-          pack2<T>(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+      for (int j = 0; j < kDh / 8; ++j)
+        *reinterpret_cast<std::uint32_t*>(orow + j * 8) =
+            pack2<T>(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+    }
   }
 #else
   (void)a;
@@ -408,7 +464,10 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
   auto go = [&](auto kernel, int smem) {
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                "ikbo attention (wgmma): shared memory size");
-    const dim3 grid(static_cast<unsigned>(a.grid_blocks), static_cast<unsigned>(a.H));
+    // persistent: one CTA per SM (its shared memory and registers allow no second), never more
+    // than the jobs' upper bound (work slots × heads)
+    const std::int64_t jobs = static_cast<std::int64_t>(a.grid_blocks) * a.H;
+    const auto grid = static_cast<unsigned>(jobs < a.persistent_ctas ? jobs : a.persistent_ctas);
     kernel<<<grid, kThreads, smem, stream>>>(a, tk, tv);
     check_launch("ikbo attention forward (wgmma)");
   };

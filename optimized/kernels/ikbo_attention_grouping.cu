@@ -54,12 +54,13 @@ __global__ void run_blocks_kernel(std::int32_t* run_count, std::int32_t* work_bl
 __global__ void work_items_kernel(AttentionWorkItem* items, std::int32_t slots,
                                   const std::int32_t* work_end, const std::int32_t* run_user,
                                   const std::int32_t* run_start, const std::int32_t* run_count,
-                                  std::int32_t runs, std::int64_t n_seed, int block_rows) {
+                                  std::int32_t runs, std::int64_t n_seed,
+                                  int block_rows TBE_MUTANT_PARAM(m)) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= slots) return;
   const auto w = static_cast<std::int32_t>(i);
   AttentionWorkItem it;
-  if (w < work_end[runs - 1]) {
+  if (w < TBE_MUTANT_SWAP(m, kAttnWorkItemLastDropped, work_end[runs - 1] - 1, work_end[runs - 1])) {
     std::int32_t lo = 0, hi = runs - 1;
     while (lo < hi) {
       const std::int32_t mid = lo + ((hi - lo) >> 1);
@@ -130,7 +131,7 @@ void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B,
              "ikbo attention: work list ends");
   work_items_kernel<<<blocks_for(g.work_slots), kThreads, 0, stream>>>(
       g.items, g.work_slots, g.work_end, g.run_user, g.run_start, g.run_count, n, n_seed,
-      block_rows);
+      block_rows TBE_MUTANT_ARG);
   check_launch("ikbo attention: work items");
 }
 

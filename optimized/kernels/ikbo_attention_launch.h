@@ -80,6 +80,7 @@ struct AttentionArgs {
   int kv_stages = 2;                 ///< K/V tiles in the cp.async ring: 2, or 3 (key_block 128)
   bool wgmma = false;                ///< the sm_90a kernel (TMA, wgmma, warp specialization)
   bool pingpong = true;              ///< wgmma: consumer warpgroups take turns on the MMAs
+  int persistent_ctas = 0;           ///< wgmma: CTAs of the persistent grid (the device's SMs)
   std::int64_t total_keys = 0;       ///< rows of k and v (the TMA tensor maps' extent; wgmma)
   float scale_log2 = 0.0f;           ///< scale · log2(e), rounded to FP32
   AttentionGrouping grouping;
@@ -88,8 +89,8 @@ struct AttentionArgs {
   const unsigned long long* map_error = nullptr;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
-/// The forward kernel a.wgmma selects (kernels/ikbo_attention_fwd{,_wgmma}.cuh), over grid
-/// (a.grid_blocks, H). a.wgmma needs an sm_90a device and total_keys + 128 <= INT_MAX (TMA
+/// The forward kernel a.wgmma selects (kernels/ikbo_attention_fwd{,_wgmma}.cuh): mma.sync over
+/// grid (a.grid_blocks, H); wgmma persistent over min(a.grid_blocks·H, a.persistent_ctas) CTAs. a.wgmma needs an sm_90a device and total_keys + 128 <= INT_MAX (TMA
 /// coordinates are 32-bit): AttentionOp checks both before it sets it.
 void launch_attention_forward(DType storage, const AttentionArgs& a, cudaStream_t stream);
 

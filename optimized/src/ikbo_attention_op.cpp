@@ -116,6 +116,7 @@ struct AttentionOp::Plan {
   DeviceBuffer k_offsets;  ///< [U + 1] device copy (jagged)
   std::int64_t slots = 0;  ///< R = B
   int grid_blocks = 0;
+  int persistent_ctas = 0;  ///< the device's SMs (the wgmma kernel's persistent grid)
   float scale_log2 = 0.0f;
   // workspace layout (byte offsets)
   std::size_t ws_flag = 0, ws_keys = 0, ws_iota = 0, ws_sorted = 0, ws_run_user = 0,
@@ -180,10 +181,17 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
   P.p = p;
   P.p.k_offsets = {};  // the host span is not kept: the device copy below replaces it
   P.tuning = tuning;
-  P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) * 1.4426950408889634);  // · log2 e
+  P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) *
+                                    (TBE_MUTANT_HOST(kAttnScaleLog2eMissing) ? 1.0 : 1.4426950408889634));  // · log2 e
   static_assert(detail::kAttentionBlockRows == tuning::AttentionMmaSync::kBlockRows);
   P.kernel = resolve_attention_kernel(tuning.kernel, p.total_keys());  // throws for Wgmma off sm_90a
   P.total_keys = p.total_keys();
+  {
+    int dev = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&P.persistent_ctas, cudaDevAttrMultiProcessorCount, dev),
+               "cudaDeviceGetAttribute");
+  }
   if (P.kernel == AttentionKernel::Wgmma)
     P.paths.push_back("attention.wgmma.dh" + s(p.Dh) + ".kb" +
                       s(tuning::AttentionWgmma::kKeyBlock) + ".stages" +
@@ -292,6 +300,7 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   a.grouping = g;
   a.runs = static_cast<int>(P.slots);
   a.grid_blocks = P.grid_blocks;
+  a.persistent_ctas = P.persistent_ctas;
   a.map_error = P.map_error;
   detail::launch_attention_forward(p.policy.storage, a, stream);
 }

@@ -162,6 +162,38 @@ TEST_CASE("ikbo attention: every dtype, Dh, variant, map kind, dense and jagged 
           }
 }
 
+TEST_CASE("ikbo attention: more jobs than the persistent wgmma grid, several per CTA",
+          "[gpu][ikbo][attention]") {
+  // 128 users of 16 candidates × 16 query rows: 2 work items per user, 256 items × 2 heads = 512
+  // jobs; the wgmma kernel runs one CTA per SM, so each CTA takes ~4 jobs in a row: the K/V ring,
+  // its phases, the tail barrier and the ping-pong turns carry over from job to job, Q is loaded
+  // during the previous job; jagged: user 0 and others empty (zero jobs between full ones),
+  // lengths in [0, 400] (partial tail tiles in most jobs)
+  int sms = 0;
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+  REQUIRE(512 >= 3 * sms);  // several jobs per CTA (H100 / H200: 132 SMs)
+  int i = 0;
+  for (DType st : {DType::BF16, DType::F16})
+    for (std::int64_t Dh : {64, 128})
+      for (bool jagged : {false, true})
+        for (MapKind map : {MapKind::Sorted, MapKind::Unsorted}) {
+          const ikbo::AttentionCase c = ikbo::make_attention_case(
+              shape(2048, 128, 16, 2, Dh, 200, jagged), policy(st), map, 900 + i++);
+          const ikbo::AttentionProblem p = c.view();
+          for (Variant kv : {kWgmma, kWgmmaNoPingpong, Variant{128, true, 3}}) {
+            if (kv.kernel == cuda::AttentionKernel::Wgmma &&
+                auto_kernel() != cuda::AttentionKernel::Wgmma)
+              continue;  // no sm_90a device: the mma.sync row still runs
+            INFO(to_string(st) << " Dh=" << Dh << " " << label(kv) << " map=" << to_string(map)
+                               << " jagged=" << jagged);
+            const AttentionOutcome gpu = run_attention_gpu(p, tuning_of(kv));
+            require_in_enclosure(p, gpu);
+            REQUIRE(gpu.paths.front() == kernel_path(kv, Dh));
+            REQUIRE(run_attention_gpu(p, tuning_of(kv)).output == gpu.output);
+          }
+        }
+}
+
 TEST_CASE("ikbo attention: random shapes, maps and variants in the enclosure, stable run to run",
           "[gpu][ikbo][attention]") {
   rc::prop("GPU output in the enclosure; a second run is bitwise equal", [] {

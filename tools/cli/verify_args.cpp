@@ -95,7 +95,7 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
                   "          (+ fp32 on the CPU reference) x map sorted | unsorted\n"
                   "          | users-without-candidates | one-user | u-eq-b), on\n"
                   "          ikbo-lce at B = 16 and ikbo-fa at B = 32, U = 8,\n"
-                  "          S = 128 (docs/ikbo.md); the IKBO backend follows\n"
+                  "          S = 320 (docs/ikbo.md); the IKBO backend follows\n"
                   "          --backend\n"
                   "all       the three")
       ->type_name("LIST");

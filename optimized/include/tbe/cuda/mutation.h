@@ -136,6 +136,12 @@ namespace tbe::cuda {
     "key tiles per user = floor(keys / key_block): the keys of a partial last tile are ignored")  \
   X(kAttnNoRescale, "attn_no_rescale", "kernels/ikbo_attention_fwd.cuh: attention_fwd_kernel; kernels/ikbo_attention_fwd_wgmma.cuh: attention_fwd_wgmma_kernel",     \
     "online softmax: the running sum and output are not rescaled when a later key tile raises the row maximum") \
+  X(kAttnWgmmaEmptyParity, "attn_wgmma_empty_parity", "kernels/ikbo_attention_fwd_wgmma.cuh: attention_fwd_wgmma_kernel", \
+    "wgmma producer waits on the wrong phase of a stage's empty barriers: a K/V stage is refilled before the consumers are done with it") \
+  X(kAttnWorkItemLastDropped, "attn_work_item_last_dropped", "kernels/ikbo_attention_grouping.cu: work_items_kernel", \
+    "work list: the last work item gets rows 0 (w < work_end - 1), so the last user's last row block is never computed") \
+  X(kAttnScaleLog2eMissing, "attn_scale_log2e_missing", "src/ikbo_attention_op.cpp: AttentionOp::AttentionOp", \
+    "exp2 softmax without log2 e folded into the scale: the logits' temperature is off by ln 2") \
   X(kSmallTableMeanMissing, "small_table_mean_missing",                                          \
     "kernels/forward_small_table.cu: small_table_forward_histogram",                              \
     "small-table forward, tensor-core bags: MEAN stores the bag sum (the division by L is missing)") \
