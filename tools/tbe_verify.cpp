@@ -35,6 +35,7 @@
 #include "tbe/judge/report.h"
 #include "tbe/judge/runner.h"
 #include "tbe/judge/section_times.h"
+#include "tbe/judge/watchdog.h"
 
 namespace {
 
@@ -55,19 +56,29 @@ class UsageError : public std::runtime_error {
 /// The IKBO rows' configuration and backend (the reference for --backend cpu; else the CUDA IKBO
 /// backend, or none with the reason when this build or machine has no GPU).
 struct IkboSetup {
-  std::vector<std::unique_ptr<tbe::ikbo::IkboBackend>> backends;
+  std::vector<std::unique_ptr<tbe::ikbo::IkboBackend>> inner;     ///< the backends
+  std::vector<std::unique_ptr<tbe::ikbo::IkboBackend>> backends;  ///< what the rows call: `inner`, watched on a device
   IkboConfig cfg;
 };
-IkboSetup make_ikbo_setup(const VerifyArgs& args) {
+
+/// The watchdog of the device calls (--call-timeout), or none: 0, or the CPU reference under test.
+std::unique_ptr<CallWatchdog> make_watchdog(const VerifyArgs& args) {
+  if (args.call_timeout <= 0 || args.backend == "cpu") return nullptr;
+  return std::make_unique<CallWatchdog>(args.call_timeout);
+}
+
+IkboSetup make_ikbo_setup(const VerifyArgs& args, CallWatchdog* wd) {
   IkboSetup s;
   if (args.backend == "cpu") {
     s.backends = tbe::select_ikbo_backends(tbe::BackendKind::Cpu);
   } else {
     try {
-      s.backends = tbe::select_ikbo_backends(tbe::BackendKind::Cuda);  // 5 stages + 1 variant
+      s.inner = tbe::select_ikbo_backends(tbe::BackendKind::Cuda);  // 5 stages + 1 variant
     } catch (const tbe::Error& e) {
       s.cfg.skip_reason = std::string("no GPU (") + e.what() + ")";
     }
+    for (auto& b : s.inner)
+      s.backends.push_back(wd != nullptr ? watched(*b, *wd) : std::move(b));
   }
   // LCE on each; attention on the first (AttentionKernel::Auto: the wgmma kernel on compute
   // capability 9.0) and on the last, whose map is checked on the device only and which runs the
@@ -150,8 +161,9 @@ std::vector<IkboRowResult> run_ikbo(const IkboConfig& cfg) {
 int run(const VerifyArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t batch = args.batch ? *args.batch : (args.full ? kFullBatch : kDefaultBatch);
+  const std::unique_ptr<CallWatchdog> watchdog = make_watchdog(args);
   if (!args.rows.forward && !args.rows.backward) {  // --rows ikbo
-    IkboSetup ik = make_ikbo_setup(args);
+    IkboSetup ik = make_ikbo_setup(args, watchdog.get());
     if (args.list) {
       for (const IkboRowSpec& s : ikbo_row_specs(ik.cfg.include_fp32))
         std::cout << ikbo_label(s) << "\n";
@@ -214,13 +226,14 @@ int run(const VerifyArgs& args) {
   info.coverage = pair_coverage(cases);
 
   // The backend under test.
-  std::unique_ptr<tbe::Backend> device;
+  std::unique_ptr<tbe::Backend> device, device_inner;
   if (args.backend == "cpu") {
     device = tbe::make_reference_backend();
     info.device_is_cpu = true;
   } else {
     try {
-      device = tbe::select_backend(tbe::BackendKind::Cuda);
+      device_inner = tbe::select_backend(tbe::BackendKind::Cuda);
+      device = watchdog ? watched(*device_inner, *watchdog) : std::move(device_inner);
     } catch (const tbe::Error& e) {
       info.skip_reason = e.what();
     }
@@ -257,7 +270,7 @@ int run(const VerifyArgs& args) {
     }
     if (args.rows.ikbo) {
       std::cout << "\nIKBO rows (--rows ikbo):\n";
-      for (const IkboRowSpec& s : ikbo_row_specs(make_ikbo_setup(args).cfg.include_fp32))
+      for (const IkboRowSpec& s : ikbo_row_specs(make_ikbo_setup(args, nullptr).cfg.include_fp32))
         std::cout << "  " << ikbo_label(s) << "\n";
     }
     return 0;
@@ -370,7 +383,7 @@ int run(const VerifyArgs& args) {
   std::vector<IkboRowResult> ikbo_rows;
   if (args.rows.ikbo) {
     const auto t_ikbo = std::chrono::steady_clock::now();
-    ik = make_ikbo_setup(args);
+    ik = make_ikbo_setup(args, watchdog.get());
     ikbo_rows = run_ikbo(ik.cfg);
     seconds.ikbo = seconds_since(t_ikbo);
     std::cout << "\n";

@@ -62,6 +62,7 @@ TEST_CASE("verify args: no argument runs every section with the documented defau
   CHECK((a.rows.forward && a.rows.backward && a.rows.ikbo));
   CHECK(a.backward_row == 0);
   CHECK(a.ikbo_rounding == ikbo::LceRounding::RoundOnce);
+  CHECK(a.call_timeout == 30.0);
 }
 
 TEST_CASE("verify args: every option sets its value, separate or with '='", "[cli]") {
@@ -70,7 +71,7 @@ TEST_CASE("verify args: every option sets its value, separate or with '='", "[cl
                "--only", "policy=fbgemm-cuda,w=fp16", "--json", "out.json", "--backend=cpu",
                "--require-gpu", "--save-failures", "dir", "--save-failures-max", "0", "--list",
                "--rows", "forward,ikbo", "--backward-row", "40", "--ikbo-rounding",
-               "user-rounded"})
+               "user-rounded", "--call-timeout", "2.5"})
           .args;
   CHECK(a.batch == 64);
   CHECK(a.full);
@@ -86,6 +87,7 @@ TEST_CASE("verify args: every option sets its value, separate or with '='", "[cl
   CHECK((a.rows.forward && !a.rows.backward && a.rows.ikbo));
   CHECK(a.backward_row == 40);
   CHECK(a.ikbo_rounding == ikbo::LceRounding::UserRounded);
+  CHECK(a.call_timeout == 2.5);
 }
 
 TEST_CASE("verify args: edge values", "[cli]") {
@@ -94,6 +96,7 @@ TEST_CASE("verify args: edge values", "[cli]") {
   CHECK(command({"--seed", "010"}).args.seed == 10);  // decimal, not octal
   CHECK(command({"--backward-row", "1"}).args.backward_row == 1);
   CHECK(command({"--backward-row", "48"}).args.backward_row == 48);  // the last small-table row
+  CHECK(command({"--call-timeout", "0"}).args.call_timeout == 0.0);  // the watchdog off
   // A huge --save-failures-max is clamped (the hand-written parser's meaning), not rejected.
   CHECK(command({"--save-failures-max", "99999999999"}).args.save_failures_max == (1 << 30));
   // A repeated option keeps its last value.
@@ -155,6 +158,8 @@ TEST_CASE("verify args: bad command lines are usage errors naming the flag", "[c
   check_usage_error({"--batch", "1048577"}, "--batch");
   check_usage_error({"--backward-row", "49"}, "--backward-row");
   check_usage_error({"--backward-row", "0"}, "--backward-row");
+  check_usage_error({"--call-timeout", "-1"}, "--call-timeout");
+  check_usage_error({"--call-timeout", "soon"}, "--call-timeout");
   check_usage_error({"--batch", "abc"}, "--batch");  // not a decimal integer
   check_usage_error({"--batch", "0x10"}, "--batch");
   check_usage_error({"--seed", "-1"}, "--seed");

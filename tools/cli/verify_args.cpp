@@ -101,6 +101,13 @@ void add_run_options(CLI::App& app, VerifyArgs& a) {
       ->type_name("LIST");
   cli::add_decimal(app, "--backward-row", "N", a.backward_row, std::int64_t{1}, std::int64_t{48},
                    "run only backward row N (the replay command of a failing row)");
+  app.add_option("--call-timeout", a.call_timeout,
+                 "a device backend call running longer than S seconds\n"
+                 "fails the run as hung (exit 1, a fail line naming the\n"
+                 "call; default 30, far above any healthy call; 0: off,\n"
+                 "e.g. under compute-sanitizer)")
+      ->type_name("S")
+      ->check(CLI::Range(0.0, 86400.0));
   cli::add_decimal(app, "--jobs", "N", a.jobs, std::int64_t{1}, std::int64_t{64},
                    "backward rows judged at once on host threads (default: OpenMP's thread\n"
                    "count / 5, 1 to 4; the device's calls run one at a time; the results do\n"

@@ -42,6 +42,9 @@ struct VerifyArgs {
   std::int64_t backward_row = 0;       ///< --backward-row N (1-based), 0: every row
   std::int64_t jobs = 0;               ///< --jobs N: backward rows at once, 0: judge::default_backward_jobs()
   tbe::ikbo::LceRounding ikbo_rounding = tbe::ikbo::LceRounding::RoundOnce;  ///< --ikbo-rounding
+  /// --call-timeout S: a device backend call still running after S seconds fails the run
+  /// (judge::CallWatchdog, exit 1); 0: no watchdog. The CPU reference is never watched.
+  double call_timeout = 30.0;
 };
 
 /// Largest --batch.
