@@ -219,6 +219,16 @@ TEST_CASE("mutate: verdicts from exit statuses and budgets", "[mutate]") {
   tests.exit_code = 1;
   tests.output = kCatchSample;
   CHECK(judge_tests(tests).outcome == Outcome::Killed);
+  // a hang stopped at the budget: Catch2 reports the SIGTERM as "FAILED:", which is the stop,
+  // not a check (no failure line came before the budget)
+  tests.over_budget = true;
+  tests.signal = 15;
+  tests.exit_code = 0;
+  v = judge_tests(tests);
+  CHECK(v.outcome == Outcome::Budget);
+  CHECK_FALSE(v.failure);
+  tests.kill_seconds = 1.0;  // a failure line seen before the budget: a kill
+  CHECK(judge_tests(tests).outcome == Outcome::Killed);
 }
 
 TEST_CASE("mutate: the kill table counts kills and names survivors", "[mutate]") {
@@ -264,6 +274,15 @@ TEST_CASE("mutate: a child is stopped at its first failure and at its budget", "
   CHECK(r.over_budget);
   CHECK(r.output == "[unset]\n");
   CHECK(r.seconds < 10);
+
+  // a failure line printed only when the budget's SIGTERM arrives does not count as a kill
+  c.argv = {"/bin/sh", "-c", "trap 'echo BAD; exit 1' TERM; echo start; sleep 30 & wait"};
+  c.is_failure = [](std::string_view line) { return line == "BAD"; };
+  c.budget_seconds = 0.5;
+  r = run_child(c);
+  CHECK(r.over_budget);
+  CHECK(r.kill_seconds == 0.0);
+  CHECK(r.output.find("BAD") != std::string::npos);
 
   c.argv = {"/nonexistent/tbe-verify"};
   CHECK_THROWS_WITH(run_child(c), Catch::Contains("cannot run '/nonexistent/tbe-verify'"));

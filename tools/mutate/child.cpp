@@ -92,7 +92,9 @@ ChildResult run_child(const ChildSpec& spec) {
     for (std::size_t nl; (nl = partial.find('\n')) != std::string::npos;) {
       const std::string line = partial.substr(0, nl);
       partial.erase(0, nl + 1);
-      if (r.kill_seconds == 0.0 && spec.is_failure && spec.is_failure(line)) {
+      // a failure printed after the budget's stop is the child's reaction to SIGTERM (Catch2
+      // reports "FAILED: ... fatal error condition: SIGTERM"), not a check's verdict
+      if (r.kill_seconds == 0.0 && !r.over_budget && spec.is_failure && spec.is_failure(line)) {
         r.kill_seconds = since(t0);
         if (spec.stop_at_kill) {
           r.stopped_at_kill = true;

@@ -107,10 +107,14 @@ std::string to_string(Outcome o) {
 
 namespace {
 
-// One child's verdict: killed by the first failure its output names (`failure`), else by the
-// budget, a clean exit (survived), the child's no-device exit code, or any other exit.
+// One child's verdict: killed by the first failure its output names (`failure`) before any stop
+// at the budget, else by the budget, a clean exit (survived), the child's no-device exit code, or
+// any other exit.
 Verdict judge_child(const ChildResult& r, std::optional<Failure> failure, int no_device_exit) {
   Verdict v;
+  // stopped at the budget before any failure line: what it printed while stopping (Catch2's
+  // "FAILED: ... SIGTERM") is the stop itself, not a kill (a hang stays "budget")
+  if (r.over_budget && r.kill_seconds == 0.0) failure.reset();
   if (failure) {
     v.outcome = Outcome::Killed;
     v.failure = std::move(failure);
