@@ -51,7 +51,8 @@ class CallWatchdog {
 
 /// `inner` with every call (forward, repair, backward, training_step) made under `wd` (section
 /// "forward" for forward and repair, "backward" for the others); name() unchanged. Both must
-/// outlive the result.
+/// outlive the result. A call's time includes any wait inside `inner` (a serialized device
+/// backend: the other rows' calls before it; each is far below the default 30 s).
 std::unique_ptr<Backend> watched(Backend& inner, CallWatchdog& wd);
 /// `inner` with lce() and attention() made under `wd` (section "ikbo"); name(), last_paths() and
 /// the limits unchanged.
