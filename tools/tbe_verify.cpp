@@ -64,7 +64,10 @@ struct IkboSetup {
 /// The watchdog of the device calls (--call-timeout), or none: 0, or the CPU reference under test.
 std::unique_ptr<CallWatchdog> make_watchdog(const VerifyArgs& args) {
   if (args.call_timeout <= 0 || args.backend == "cpu") return nullptr;
-  return std::make_unique<CallWatchdog>(args.call_timeout);
+  std::string replay = " --seed " + std::to_string(args.seed);
+  if (args.full) replay += " --full";
+  if (args.batch) replay += " --batch " + std::to_string(*args.batch);
+  return std::make_unique<CallWatchdog>(args.call_timeout, replay);
 }
 
 IkboSetup make_ikbo_setup(const VerifyArgs& args, CallWatchdog* wd) {
@@ -226,7 +229,7 @@ int run(const VerifyArgs& args) {
   info.coverage = pair_coverage(cases);
 
   // The backend under test.
-  std::unique_ptr<tbe::Backend> device, device_inner;
+  std::unique_ptr<tbe::Backend> device_inner, device;  // device may wrap device_inner: after it
   if (args.backend == "cpu") {
     device = tbe::make_reference_backend();
     info.device_is_cpu = true;

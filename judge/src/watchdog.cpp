@@ -27,6 +27,7 @@ struct Call {
 
 struct CallWatchdog::State {
   double limit = 0;
+  std::string replay_args;
   std::mutex m;
   std::condition_variable cv;
   bool stop = false;
@@ -40,7 +41,7 @@ struct CallWatchdog::State {
     f.section = c.section;
     f.row = c.what;
     f.check = "device watchdog";
-    f.replay = "tbe-verify --require-gpu --rows " + c.section;
+    f.replay = "tbe-verify --require-gpu --rows " + c.section + replay_args;
     std::ostringstream msg;
     msg << "tbe-verify: FAILED: " << c.what << " did not return within " << limit << " s (" << seconds
         << " s and counting): a hung kernel or a deadlock in the backend (--call-timeout); "
@@ -65,11 +66,13 @@ struct CallWatchdog::State {
   }
 };
 
-CallWatchdog::CallWatchdog(double limit_seconds) : s_(std::make_unique<State>()) {
+CallWatchdog::CallWatchdog(double limit_seconds, std::string replay_args)
+    : s_(std::make_unique<State>()) {
   if (!(limit_seconds > 0))
     throw InvalidArgument("--call-timeout", "--call-timeout: " + std::to_string(limit_seconds) +
                                                 " must be > 0 seconds");
   s_->limit = limit_seconds;
+  s_->replay_args = std::move(replay_args);
   s_->monitor = std::thread([st = s_.get()] { st->run(); });
 }
 

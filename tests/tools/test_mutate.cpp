@@ -220,15 +220,23 @@ TEST_CASE("mutate: verdicts from exit statuses and budgets", "[mutate]") {
   tests.output = kCatchSample;
   CHECK(judge_tests(tests).outcome == Outcome::Killed);
   // a hang stopped at the budget: Catch2 reports the SIGTERM as "FAILED:", which is the stop,
-  // not a check (no failure line came before the budget)
+  // not a check (the failure came after the stop)
   tests.over_budget = true;
   tests.signal = 15;
   tests.exit_code = 0;
+  tests.output_before_stop = 0;
   v = judge_tests(tests);
   CHECK(v.outcome == Outcome::Budget);
   CHECK_FALSE(v.failure);
-  tests.kill_seconds = 1.0;  // a failure line seen before the budget: a kill
+  tests.output_before_stop = tests.output.size();  // printed before the stop: a kill
   CHECK(judge_tests(tests).outcome == Outcome::Killed);
+  // the main job's fallback lines (FAILED: path ...) count when printed before the stop too
+  ChildResult path;
+  path.output = "FAILED: path paths.backward: bwd.fused not exercised\nikbo [1/20] ...\n";
+  path.over_budget = true;
+  path.signal = 15;
+  path.output_before_stop = path.output.size();
+  CHECK(judge_verify(path).outcome == Outcome::Killed);
 }
 
 TEST_CASE("mutate: the kill table counts kills and names survivors", "[mutate]") {
@@ -283,6 +291,7 @@ TEST_CASE("mutate: a child is stopped at its first failure and at its budget", "
   CHECK(r.over_budget);
   CHECK(r.kill_seconds == 0.0);
   CHECK(r.output.find("BAD") != std::string::npos);
+  CHECK(r.output.substr(0, r.output_before_stop).find("BAD") == std::string::npos);
 
   c.argv = {"/nonexistent/tbe-verify"};
   CHECK_THROWS_WITH(run_child(c), Catch::Contains("cannot run '/nonexistent/tbe-verify'"));

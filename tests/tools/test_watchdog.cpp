@@ -102,7 +102,7 @@ ChildResult in_child(F body) {
 TEST_CASE("watchdog: a call past the limit ends the run with exit 1 and a fail line", "[cli]") {
   const ChildResult r = in_child([] {
     SlowBackend inner(30.0);  // "hung": far past the limit
-    CallWatchdog wd(0.3);
+    CallWatchdog wd(0.3, " --seed 7");
     const std::unique_ptr<Backend> b = watched(inner, wd);
     b->backward(BackwardProblem{}, BackwardOutputs{}, BackwardStrategy{});
   });
@@ -120,6 +120,7 @@ TEST_CASE("watchdog: a call past the limit ends the run with exit 1 and a fail l
   CHECK(f->section == "backward");
   CHECK(f->row == "slow backward");
   CHECK(f->check == "device watchdog");
+  CHECK(f->replay == "tbe-verify --require-gpu --rows backward --seed 7");
 }
 
 TEST_CASE("watchdog: an IKBO call past the limit is reported in the ikbo section", "[cli]") {

@@ -77,6 +77,7 @@ ChildResult run_child(const ChildSpec& spec) {
     const double now = since(t0);
     if (!stopping && now >= spec.budget_seconds) {
       r.over_budget = true;
+      r.output_before_stop = r.output.size();
       stop();
     }
     if (stopping && now - term_sent_at >= 5.0) kill(-pid, SIGKILL);
@@ -111,6 +112,7 @@ ChildResult run_child(const ChildSpec& spec) {
     if (w == pid || (w < 0 && errno != EINTR)) break;
     if (!stopping && since(t0) >= spec.budget_seconds) {
       r.over_budget = true;
+      r.output_before_stop = r.output.size();
       stop();
     }
     if (stopping && since(t0) - term_sent_at >= 5.0) kill(-pid, SIGKILL);

@@ -107,14 +107,11 @@ std::string to_string(Outcome o) {
 
 namespace {
 
-// One child's verdict: killed by the first failure its output names (`failure`) before any stop
-// at the budget, else by the budget, a clean exit (survived), the child's no-device exit code, or
-// any other exit.
+// One child's verdict: killed by the first failure its output names (`failure`: printed before any
+// stop at the budget), else by the budget, a clean exit (survived), the child's no-device exit
+// code, or any other exit.
 Verdict judge_child(const ChildResult& r, std::optional<Failure> failure, int no_device_exit) {
   Verdict v;
-  // stopped at the budget before any failure line: what it printed while stopping (Catch2's
-  // "FAILED: ... SIGTERM") is the stop itself, not a kill (a hang stays "budget")
-  if (r.over_budget && r.kill_seconds == 0.0) failure.reset();
   if (failure) {
     v.outcome = Outcome::Killed;
     v.failure = std::move(failure);
@@ -137,12 +134,22 @@ Verdict judge_child(const ChildResult& r, std::optional<Failure> failure, int no
 
 }  // namespace
 
+namespace {
+/// What the child printed before tbe-mutate stopped it at its budget (all of it otherwise): what
+/// follows the stop (Catch2's "FAILED: ... SIGTERM") is the stop itself, not a check, so a hang
+/// stays "budget".
+std::string_view judged_output(const ChildResult& r) {
+  return r.over_budget ? std::string_view(r.output).substr(0, r.output_before_stop)
+                       : std::string_view(r.output);
+}
+}  // namespace
+
 Verdict judge_verify(const ChildResult& r) {
-  return judge_child(r, first_verify_failure(r.output), 4);  // tbe-verify --require-gpu: 4
+  return judge_child(r, first_verify_failure(judged_output(r)), 4);  // tbe-verify --require-gpu: 4
 }
 
 Verdict judge_tests(const ChildResult& r) {
-  return judge_child(r, first_catch_failure(r.output), 77);  // the GPU test label: 77 = skipped
+  return judge_child(r, first_catch_failure(judged_output(r)), 77);  // the GPU test label: 77 = skipped
 }
 
 bool killed(const KillRow& r) {

@@ -23,6 +23,9 @@ struct ChildResult {
   double seconds = 0.0;    ///< wall time of the child
   double kill_seconds = 0.0;  ///< when the first failure was seen (valid with a failure)
   std::string output;      ///< stdout and stderr, interleaved as written
+  /// over_budget: the bytes of `output` read before the budget's stop (what follows is the
+  /// child's reaction to SIGTERM, e.g. Catch2's "FAILED: ... fatal error condition: SIGTERM")
+  std::size_t output_before_stop = 0;
 };
 
 /// The first failure a child run reports: which check (or test), the row, the case folder and the

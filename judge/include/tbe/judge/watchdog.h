@@ -20,8 +20,9 @@ namespace tbe::judge {
 class CallWatchdog {
  public:
   /// limit_seconds > 0 (InvalidArgument "--call-timeout" otherwise): a call running longer fails
-  /// the run. The monitor checks 10 times a second.
-  explicit CallWatchdog(double limit_seconds);
+  /// the run. The monitor checks 10 times a second. `replay_args` (e.g. " --seed 7 --full") is
+  /// appended to the fail line's replay command "tbe-verify --require-gpu --rows <section>".
+  explicit CallWatchdog(double limit_seconds, std::string replay_args = "");
   ~CallWatchdog();
   CallWatchdog(const CallWatchdog&) = delete;
   CallWatchdog& operator=(const CallWatchdog&) = delete;
@@ -51,8 +52,9 @@ class CallWatchdog {
 
 /// `inner` with every call (forward, repair, backward, training_step) made under `wd` (section
 /// "forward" for forward and repair, "backward" for the others); name() unchanged. Both must
-/// outlive the result. A call's time includes any wait inside `inner` (a serialized device
-/// backend: the other rows' calls before it; each is far below the default 30 s).
+/// outlive the result. A call's time includes any wait inside `inner`; tbe-verify's concurrent
+/// backward rows serialize their device calls outside the wrapper (judge::BackwardRunner), so
+/// waiting for the device is not counted.
 std::unique_ptr<Backend> watched(Backend& inner, CallWatchdog& wd);
 /// `inner` with lce() and attention() made under `wd` (section "ikbo"); name(), last_paths() and
 /// the limits unchanged.
