@@ -62,9 +62,9 @@ struct Ctx {
 
 void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
   const std::int64_t U = std::max<std::int64_t>(1, B / kCandidatesPerUser);
-  const std::int64_t kDh = c.dh;
-  const std::int64_t HD = kH * kDh;
-  const double flops = 4.0 * B * kH * kNSeed * static_cast<double>(S) * kDh;
+  const std::int64_t Dh = c.dh;
+  const std::int64_t HD = kH * Dh;
+  const double flops = 4.0 * B * kH * kNSeed * static_cast<double>(S) * Dh;
   DeviceBuffer q(B * kNSeed * HD * 2), k(U * S * HD * 2), v(U * S * HD * 2), out(B * kNSeed * HD * 2);
   fill(t, q.get(), B * kNSeed * HD, 31);
   fill(t, k.get(), U * S * HD, 32);
@@ -78,7 +78,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
     p.U = U;
     p.n_seed = kNSeed;
     p.H = kH;
-    p.Dh = kDh;
+    p.Dh = Dh;
     p.S = S;
     p.q = q.get();
     p.k = k.get();
@@ -122,7 +122,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
                   variant.c_str(), tm.median_ms, tm.min_ms, tm.max_ms, tflops, pct, paths.c_str());
       std::fflush(stdout);
       c.results.push_back({{"dtype", to_string(t)}, {"B", B}, {"U", U}, {"S", S}, {"H", kH},
-                           {"n_seed", kNSeed}, {"Dh", kDh}, {"variant", variant},
+                           {"n_seed", kNSeed}, {"Dh", Dh}, {"variant", variant},
                            {"median_ms", tm.median_ms}, {"min_ms", tm.min_ms},
                            {"max_ms", tm.max_ms}, {"iters", c.iters}, {"flops", flops},
                            {"tflops", tflops}, {"pct_of_cublas_bf16", pct}, {"paths", op.paths()}});

@@ -14,7 +14,7 @@
 
 namespace tbe::cuda::detail::attention_cta {
 
-/// One CTA's share of the attention: work item blockIdx.x, head blockIdx.y, its user's keys.
+/// One job of a CTA: a work item, a head and the item's user's keys.
 struct Cta {
   AttentionWorkItem item;   ///< rows 0: nothing to do (a slot past the work list)
   int h = 0;                ///< head

@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, Policy::min_blocks_per_sm(kDh, kBN, 
   }
 }
 
-/// Launches attention_fwd_kernel<T, kDh, kBN, kQRegs, kStages> over grid (a.grid_blocks, H).
+/// Launches attention_fwd_kernel<T, kDh, kBN, kQRegs, kStages> over grid (a.grouping.work_slots, H).
 template <class T, int kDh, int kBN, bool kQRegs = false, int kStages = 2>
 void launch_fwd(const AttentionArgs& a, cudaStream_t stream) {
   auto kernel = attention_fwd_kernel<T, kDh, kBN, kQRegs, kStages>;
@@ -278,7 +278,7 @@ void launch_fwd(const AttentionArgs& a, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>(a.grid_blocks), static_cast<unsigned>(a.H));
+  const dim3 grid(static_cast<unsigned>(a.grouping.work_slots), static_cast<unsigned>(a.H));
   kernel<<<grid, kThreads, kSmem, stream>>>(a);
   check_launch("ikbo attention forward (mma.sync)");
 }

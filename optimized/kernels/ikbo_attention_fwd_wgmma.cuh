@@ -466,7 +466,7 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
                "ikbo attention (wgmma): shared memory size");
     // persistent: one CTA per SM (its shared memory and registers allow no second), never more
     // than the jobs' upper bound (work slots × heads)
-    const std::int64_t jobs = static_cast<std::int64_t>(a.grid_blocks) * a.H;
+    const std::int64_t jobs = static_cast<std::int64_t>(a.grouping.work_slots) * a.H;
     const auto grid = static_cast<unsigned>(jobs < a.persistent_ctas ? jobs : a.persistent_ctas);
     kernel<<<grid, kThreads, smem, stream>>>(a, tk, tv);
     check_launch("ikbo attention forward (wgmma)");

@@ -40,7 +40,9 @@ struct AttentionGrouping {
   std::int32_t* work_end = nullptr;     ///< [R] inclusive sum over runs of ceil(count·n_seed / block_rows)
   std::int32_t* num_runs = nullptr;     ///< [1]
   AttentionWorkItem* items = nullptr;   ///< [work_slots] (rows 0 past the work list)
-  std::int32_t work_slots = 0;          ///< AttentionArgs::grid_blocks
+  /// Upper bound of the work items: ceil(B·n_seed / 128) + min(U, B) (each run adds at most
+  /// one partial block); the mma.sync kernel's grid x
+  std::int32_t work_slots = 0;
   // scratch of the build
   std::uint32_t* keys_sorted = nullptr;  ///< [B]
   std::int32_t* cand_iota = nullptr;     ///< [B]
@@ -85,13 +87,13 @@ struct AttentionArgs {
   float scale_log2 = 0.0f;           ///< scale · log2(e), rounded to FP32
   AttentionGrouping grouping;
   int runs = 0;                      ///< R = B
-  int grid_blocks = 0;               ///< grouping.work_slots: ceil(B·n_seed / 128) + min(U, B) >= work items
   const unsigned long long* map_error = nullptr;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 /// The forward kernel a.wgmma selects (kernels/ikbo_attention_fwd{,_wgmma}.cuh): mma.sync over
-/// grid (a.grid_blocks, H); wgmma persistent over min(a.grid_blocks·H, a.persistent_ctas) CTAs. a.wgmma needs an sm_90a device and total_keys + 128 <= INT_MAX (TMA
-/// coordinates are 32-bit): AttentionOp checks both before it sets it.
+/// grid (a.grouping.work_slots, H); wgmma persistent over min(work_slots·H, a.persistent_ctas)
+/// CTAs. a.wgmma needs an sm_90a device and total_keys + 128 <= INT_MAX (TMA coordinates are
+/// 32-bit): AttentionOp checks both before it sets it.
 void launch_attention_forward(DType storage, const AttentionArgs& a, cudaStream_t stream);
 
 namespace attention_wgmma {

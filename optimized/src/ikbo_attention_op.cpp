@@ -115,7 +115,7 @@ struct AttentionOp::Plan {
   std::int64_t total_keys = 0;  ///< rows of k and v (p.k_offsets is not kept)
   DeviceBuffer k_offsets;  ///< [U + 1] device copy (jagged)
   std::int64_t slots = 0;  ///< R = B
-  int grid_blocks = 0;
+  int item_slots = 0;  ///< work_slots(p): detail::AttentionGrouping::work_slots
   int persistent_ctas = 0;  ///< the device's SMs (the wgmma kernel's persistent grid)
   float scale_log2 = 0.0f;
   // workspace layout (byte offsets)
@@ -138,7 +138,7 @@ struct AttentionOp::Plan {
     g.work_end = reinterpret_cast<std::int32_t*>(b + ws_work_end);
     g.num_runs = reinterpret_cast<std::int32_t*>(b + ws_num_runs);
     g.items = reinterpret_cast<detail::AttentionWorkItem*>(b + ws_items);
-    g.work_slots = grid_blocks;
+    g.work_slots = item_slots;
     g.keys_sorted = reinterpret_cast<std::uint32_t*>(b + ws_keys);
     g.cand_iota = reinterpret_cast<std::int32_t*>(b + ws_iota);
     g.work_blocks = reinterpret_cast<std::int32_t*>(b + ws_blocks);
@@ -181,8 +181,8 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
   P.p = p;
   P.p.k_offsets = {};  // the host span is not kept: the device copy below replaces it
   P.tuning = tuning;
-  P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) *
-                                    (TBE_MUTANT_HOST(kAttnScaleLog2eMissing) ? 1.0 : 1.4426950408889634));  // · log2 e
+  const double log2e = TBE_MUTANT_HOST(kAttnScaleLog2eMissing) ? 1.0 : 1.4426950408889634;
+  P.scale_log2 = static_cast<float>(ikbo::attention_scale(p) * log2e);
   static_assert(detail::kAttentionBlockRows == tuning::AttentionMmaSync::kBlockRows);
   P.kernel = resolve_attention_kernel(tuning.kernel, p.total_keys());  // throws for Wgmma off sm_90a
   P.total_keys = p.total_keys();
@@ -220,8 +220,8 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
     P.ws_blocks = L.add(b4);
     P.ws_work_end = L.add(b4);
     P.ws_num_runs = L.add(4);
-    P.grid_blocks = static_cast<int>(work_slots(p));  // <= INT_MAX: check_limits
-    P.ws_items = L.add(static_cast<std::size_t>(P.grid_blocks) * sizeof(detail::AttentionWorkItem));
+    P.item_slots = static_cast<int>(work_slots(p));  // <= INT_MAX: check_limits
+    P.ws_items = L.add(static_cast<std::size_t>(P.item_slots) * sizeof(detail::AttentionWorkItem));
     P.temp_bytes = detail::attention_grouping_temp_bytes(p.B, p.U);
     P.ws_temp = L.add(P.temp_bytes);
   }
@@ -299,7 +299,6 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   a.scale_log2 = P.scale_log2;
   a.grouping = g;
   a.runs = static_cast<int>(P.slots);
-  a.grid_blocks = P.grid_blocks;
   a.persistent_ctas = P.persistent_ctas;
   a.map_error = P.map_error;
   detail::launch_attention_forward(p.policy.storage, a, stream);

@@ -72,14 +72,17 @@ ChildResult run_child(const ChildSpec& spec) {
     term_sent_at = since(t0);
     kill(-pid, SIGTERM);
   };
+  // past the budget: stop, remembering how much output came before (kill_table.h)
+  auto stop_at_budget = [&](double now) {
+    if (stopping || now < spec.budget_seconds) return;
+    r.over_budget = true;
+    r.output_before_stop = r.output.size();
+    stop();
+  };
   char buf[65536];
   for (;;) {
     const double now = since(t0);
-    if (!stopping && now >= spec.budget_seconds) {
-      r.over_budget = true;
-      r.output_before_stop = r.output.size();
-      stop();
-    }
+    stop_at_budget(now);
     if (stopping && now - term_sent_at >= 5.0) kill(-pid, SIGKILL);
     pollfd p{out[0], POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
@@ -110,11 +113,7 @@ ChildResult run_child(const ChildSpec& spec) {
   for (;;) {
     const pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid || (w < 0 && errno != EINTR)) break;
-    if (!stopping && since(t0) >= spec.budget_seconds) {
-      r.over_budget = true;
-      r.output_before_stop = r.output.size();
-      stop();
-    }
+    stop_at_budget(since(t0));
     if (stopping && since(t0) - term_sent_at >= 5.0) kill(-pid, SIGKILL);
     usleep(20000);
   }

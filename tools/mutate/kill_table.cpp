@@ -107,9 +107,9 @@ std::string to_string(Outcome o) {
 
 namespace {
 
-// One child's verdict: killed by the first failure its output names (`failure`: printed before any
-// stop at the budget), else by the budget, a clean exit (survived), the child's no-device exit
-// code, or any other exit.
+// One child's verdict: killed by the first failure its output names (`failure`, from
+// judged_output), else by the budget, a clean exit (survived), the child's no-device exit code,
+// or any other exit.
 Verdict judge_child(const ChildResult& r, std::optional<Failure> failure, int no_device_exit) {
   Verdict v;
   if (failure) {
@@ -132,9 +132,6 @@ Verdict judge_child(const ChildResult& r, std::optional<Failure> failure, int no
   return v;
 }
 
-}  // namespace
-
-namespace {
 /// What the child printed before tbe-mutate stopped it at its budget (all of it otherwise): what
 /// follows the stop (Catch2's "FAILED: ... SIGTERM") is the stop itself, not a check, so a hang
 /// stays "budget".
@@ -142,6 +139,7 @@ std::string_view judged_output(const ChildResult& r) {
   return r.over_budget ? std::string_view(r.output).substr(0, r.output_before_stop)
                        : std::string_view(r.output);
 }
+
 }  // namespace
 
 Verdict judge_verify(const ChildResult& r) {

@@ -92,15 +92,16 @@ struct AttentionTuning {
 /// d_out: B·n_seed·H·Dh elements of policy.storage (device). The problem's device buffers must
 /// stay alive and unchanged until finish() returns. Several run() calls may precede one finish().
 ///
-/// Kernels (optimized/README.md "IKBO attention"): the candidates are grouped by user on the
-/// device (CUB radix sort of the map, run-length encoding, scans: a work list of (user, block of
-/// 128 query rows), one 16-byte item per CTA); one CTA per (work item, head) streams that user's K/V once for all of its
-/// rows: online softmax in FP32 (exp2 with scale·log2 e folded into one FMA, running maximum per
-/// key tile in ascending key order), QKᵀ and PV on tensor cores (AttentionKernel: wgmma or
+/// Kernels (optimized/README.md "IKBO attention"): the candidates are grouped by user on the device
+/// (CUB radix sort of the map, run-length encoding, scans: a work list of (user, block of 128 query
+/// rows), one 16-byte item each); the CTA that takes a job (work item, head: one per job for
+/// mma.sync, one per SM looping over the jobs for wgmma) streams that user's K/V once for all of
+/// its rows: online softmax in FP32 (exp2 with scale·log2 e folded into one FMA, running maximum
+/// per key tile in ascending key order), QKᵀ and PV on tensor cores (AttentionKernel: wgmma or
 /// mma.sync m16n8k16, FP32 accumulation), P rounded to the storage type before PV, l summed from
-/// the FP32 P, out = RN(acc · (1/l)). No split over keys: one pass, as the attention oracle models it. Rows never
-/// depend on which other rows share their CTA, so a candidate with a private copy of its user's
-/// K/V gets bitwise the same output.
+/// the FP32 P, out = RN(acc · (1/l)). No split over keys: one pass, as the attention oracle models
+/// it. Rows never depend on which other rows share their CTA, so a candidate with a private copy of
+/// its user's K/V gets bitwise the same output.
 class AttentionOp {
  public:
   /// Every check the constructor makes, as a Status (never throws, touches no device, reads no
