@@ -10,6 +10,9 @@
 //                   consumer warpgroups; AttentionKernel::Auto picks it on H100 / H200)
 //   wgmma.kb128.pingpong  the same with AttentionTuning::pingpong (the default): the consumer
 //                   warpgroups take turns on the tensor cores
+//   wgmma.kb128.pingpong.grouping-wide  the same after the CUB device-wide grouping instead of
+//                   the one-CTA one (AttentionTuning::grouping; Auto: one CTA for B <= 4096):
+//                   what the grouping's launches cost
 //   mma-sync.kbK    AttentionOp with AttentionTuning::key_block = K (64, 128): the whole op as a
 //                   caller runs it (map check, the device grouping by user, the kernel)
 //   mma-sync.kb128.qreg[.stages3]  key block 128 with AttentionTuning::q_in_registers (Q
@@ -91,11 +94,14 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       int stages;
       cuda::AttentionKernel kernel = cuda::AttentionKernel::MmaSync;
       bool pingpong = true;
+      cuda::AttentionGroupingBuild grouping = cuda::AttentionGroupingBuild::Auto;
     };
+    constexpr auto kWide = cuda::AttentionGroupingBuild::DeviceWide;
     for (const Variant& kv : {Variant{64, false, 2}, {128, false, 2}, {128, true, 2},
                               {128, false, 3}, {128, true, 3},
                               {128, false, 2, cuda::AttentionKernel::Wgmma},
-                              {128, false, 2, cuda::AttentionKernel::Wgmma, false}}) {
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, false},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, true, kWide}}) {
       if (c.kernel != "all" && c.kernel != cuda::to_string(kv.kernel)) continue;
       cuda::AttentionTuning tuning;
       tuning.kernel = kv.kernel;
@@ -103,6 +109,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       tuning.key_block = kv.kb;
       tuning.q_in_registers = kv.qreg;
       tuning.kv_stages = kv.stages;
+      tuning.grouping = kv.grouping;
       cuda::AttentionOp op(p, tuning);
       DeviceBuffer ws(op.workspace_bytes());
       const Timing tm = time_it([&] { op.run(out.get(), ws.get(), c.stream); }, c.iters, c.stream,
@@ -110,7 +117,8 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       op.finish();
       const std::string variant =
           kv.kernel == cuda::AttentionKernel::Wgmma
-              ? std::string("wgmma.kb128") + (kv.pingpong ? ".pingpong" : "") + map_name
+              ? std::string("wgmma.kb128") + (kv.pingpong ? ".pingpong" : "") +
+                    (kv.grouping == kWide ? ".grouping-wide" : "") + map_name
               : "mma-sync.kb" + std::to_string(kv.kb) + (kv.qreg ? ".qreg" : "") +
                     (kv.stages == 3 ? ".stages3" : "") + map_name;
       const double tflops = flops / (tm.median_ms * 1e-3) / 1e12;

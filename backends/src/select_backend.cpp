@@ -70,9 +70,11 @@ std::vector<std::unique_ptr<ikbo::IkboBackend>> select_ikbo_backends(BackendKind
   chunked.stage = cuda::LceStage::L2Chunked;
   chunked.lce.chunk_candidates = kVerifyChunkCandidates;
   chunked.map_check = cuda::MapCheck::Device;
-  // the attention rows run on the first backend (AttentionKernel::Auto: wgmma on an H100 / H200)
-  // and on this one: the FA2-style fallback, so a main job exercises both attention kernels
+  // the attention rows run on the first backend (AttentionKernel::Auto: wgmma on an H100 / H200;
+  // the one-CTA grouping at the main job's B) and on this one: the FA2-style fallback after the
+  // device-wide grouping, so a main job exercises both attention kernels and both groupings
   chunked.attention.kernel = cuda::AttentionKernel::MmaSync;
+  chunked.attention.grouping = cuda::AttentionGroupingBuild::DeviceWide;
   out.push_back(cuda::make_cuda_ikbo_backend(chunked));
   return out;
 #else

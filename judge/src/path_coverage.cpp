@@ -29,11 +29,12 @@ const std::vector<std::string>& required_paths(PathFamily f) {
   // user-rounded only and then runs padded-k, docs/ikbo.md); both attention kernels at the
   // main job's Dh = 128 (the wgmma one through AttentionKernel::Auto, which picks it on compute
   // capability 9.0, the devices the kernels are built for; the mma.sync one on the last backend
-  // of select_ikbo_backends)
+  // of select_ikbo_backends) and both groupings (one CTA at the main job's B through
+  // AttentionGroupingBuild::Auto; device-wide on the last backend)
   static const std::vector<std::string> ikbo = {
       "lce.decomposed",  "lce.padded-k",         "lce.fused-epilogue",
       "lce.l2-chunked",  "lce.user-gemm.cublas", "lce.candidate-gemm.cublas",
-      "lce.gather-add",  "attention.grouping.cub-sort-rle",
+      "lce.gather-add",  "attention.grouping.one-cta", "attention.grouping.cub-sort-rle",
       "attention.wgmma.dh128.kb128.stages2.pingpong",
       "attention.mma-sync.dh128.kb128.qreg.stages3"};
   switch (f) {

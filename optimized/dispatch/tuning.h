@@ -270,11 +270,24 @@ struct AttentionMmaSync {
   static constexpr int kGroupingThreads = 256;
 };
 
+/// The grouping of candidates by user (kernels/ikbo_attention_grouping.cu,
+/// AttentionTuning::grouping). One CTA sorts up to kMaxCandidates candidates in registers
+/// (cub::BlockRadixSort of kItems per thread), finds the runs, scans and writes the work list in a
+/// single launch that also runs the map check; the device-wide build (CUB DeviceRadixSort,
+/// DeviceRunLengthEncode, two DeviceScans and three element-wise kernels, ~14 dependent launches
+/// with the map check) takes any B. At the published ikbo-fa shape (B = 2048, S = 512) the
+/// launches of the device-wide build were a measurable part of the call (bench/results/README.md).
+struct AttentionGroupingOneCta {
+  static constexpr int kThreads = 512;
+  static constexpr int kItems = 8;
+  static constexpr int kMaxCandidates = kThreads * kItems;  ///< B limit of the one-CTA build
+};
+
 /// The sm_90a cross-attention forward (kernels/ikbo_attention_fwd_wgmma.cuh,
 /// AttentionKernel::Wgmma): 3 warpgroups (a TMA producer, two wgmma consumers of 64 rows), the same
 /// 128-row work items as AttentionMmaSync (the grouping is shared), key tiles of kKeyBlock in a
-/// ring of stages(Dh) stages: Dh = 128: Q 32 KB + 2 × (K, V) 64 KB = 160 KB; Dh = 64: 16 KB +
-/// 3 × 32 KB = 112 KB. The kernel's constants are these (it static_asserts the row count).
+/// ring of stages(Dh) stages, two Q buffers (the current and the next job's): Dh = 128: 2 × Q 32 KB
+/// + 2 × (K, V) 64 KB = 192 KB; Dh = 64: 2 × 16 KB + 3 × 32 KB = 128 KB. The kernel's constants are these (it static_asserts the row count).
 struct AttentionWgmma {
   static constexpr int kBlockRows = 128;
   static constexpr int kKeyBlock = 128;

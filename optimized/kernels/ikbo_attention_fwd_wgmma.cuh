@@ -6,8 +6,8 @@
 // in the order c, c + grid, c + 2·grid, ... (jobs j = (w = j % items, h = j / items), so the CTAs
 // resident at one time work on neighbouring items of one head and share its users' K/V in L2).
 // The K/V ring runs on from job to job (the producer loads the next job's first tiles while the
-// consumers finish the current one), and each consumer warpgroup loads the next job's Q rows
-// right after its last QKᵀ, behind the last PV and the output stores. 3 warpgroups:
+// consumers finish the current one), and each consumer warpgroup loads the next job's Q rows into
+// its second Q buffer when the current job starts (a whole job ahead of their use). 3 warpgroups:
 //   warpgroup 0, producer: one warp streams the user's K and V tiles of kBN = 128 keys into a
 //     kStages ring with TMA (2-D tensor maps over [keys, H·Dh], 64-column boxes, 128-byte
 //     swizzle), full_k / full_v barriers per stage (transaction bytes), waiting on the stage's
@@ -16,7 +16,8 @@
 //     are zeroed in shared memory by the producer before it signals full_v (so 0 · V is 0 even if
 //     the next user's V is not finite).
 //   warpgroups 1 and 2, consumers: 64 query rows each (Q gathered by cp.async into the swizzled
-//     layout, the rows of the grouping's candidates), per tile
+//     layout, the rows of the grouping's candidates; two buffers: the next job's Q loads while
+//     the current job runs), per tile
 //       S = Q Kᵀ        wgmma m64n128k16, both operands in shared memory, FP32 accumulation
 //       online softmax  as the mma.sync kernel: m_new = max(m, rowmax S), α = 2^((m − m_new)·c),
 //                       P = 2^(S·c − m_new·c) (c = scale·log2 e, one FMA, ex2.approx),
@@ -64,8 +65,9 @@ static_assert(kBM == kAttentionBlockRows && kBM == 128 && kThreads == 384,
               "the roles below: a producer warpgroup and 2 consumer warpgroups of 64 rows");
 static_assert(kBN == 128, "S accumulators: wgmma m64n128k16");
 
-/// Shared-memory layout (byte offsets from a 1024-aligned base): Q [kDh / 64 boxes][128 rows][128 B],
-/// kStages K tiles and V tiles [kDh / 64 boxes][kBN rows][128 B], then the barriers.
+/// Shared-memory layout (byte offsets from a 1024-aligned base): 2 Q buffers [kDh / 64 boxes][128
+/// rows][128 B] (the current job's and the next one's), kStages K tiles and V tiles [kDh / 64
+/// boxes][kBN rows][128 B], then the barriers.
 template <int kDh, int kStages>
 struct Layout {
   static constexpr int kBoxes = kDh / kBoxCols;
@@ -73,7 +75,8 @@ struct Layout {
   static constexpr int kKVBox = kBN * 128;    // ... of K or V
   static constexpr int kTile = kBoxes * kKVBox;
   static constexpr int kQ = 0;
-  static constexpr int kK = kQ + kBoxes * kQBox;
+  static constexpr int kQBuf = kBoxes * kQBox;  // bytes of one Q buffer
+  static constexpr int kK = kQ + 2 * kQBuf;
   static constexpr int kV = kK + kStages * kTile;
   // barriers: full_k[S], full_v[S], empty_k[S], empty_v[S], tail
   static constexpr int kBars = kV + kStages * kTile;
@@ -266,15 +269,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = tw >> 5;                // warp in the warpgroup: rows 16·warp ..
   const int gq = lane >> 2, cq = lane & 3;
   const T* __restrict__ q = static_cast<const T*>(a.q);
-  // Q rows of this warpgroup for job `c` (rows past c's rows zero-filled), swizzled as TMA would
-  // write them: cp.async, waited for by q_ready (the warpgroup's named barrier 1 + cw)
-  auto load_q = [&](const attention_cta::Cta& c) {
+  // Q rows of this warpgroup for job `c` (rows past c's rows zero-filled) into Q buffer qb,
+  // swizzled as TMA would write them: cp.async, waited for by q_ready (the warpgroup's named
+  // barrier 1 + cw)
+  auto load_q = [&](const attention_cta::Cta& c, int qb) {
     for (int idx = tw; idx < 64 * kChunks; idx += 128) {
       const int i = idx / kChunks, ch = idx % kChunks;  // local row in the warpgroup, chunk
       const int row = 64 * cw + i;
       const bool ok = row < c.item.rows;
       const int b = ch / 8, cc = ch % 8;
-      unsigned char* dst = smem + LY::kQ + b * LY::kQBox + row * 128 + ((cc ^ (row & 7)) << 4);
+      unsigned char* dst =
+          smem + LY::kQ + qb * LY::kQBuf + b * LY::kQBox + row * 128 + ((cc ^ (row & 7)) << 4);
       cp_async16(dst, ok ? q + c.row_offset<kDh>(a, row) + ch * 8 : q, ok ? 16 : 0);
     }
     cp_async_commit();
@@ -290,8 +295,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   std::uint32_t p[kBN / 16][4];
   float alpha[2];
 
-  auto issue_qk = [&](int stage) {
-    const std::uint32_t sq = base + LY::kQ + cw * 64 * 128;
+  auto issue_qk = [&](int stage, int qb) {
+    const std::uint32_t sq = base + LY::kQ + qb * LY::kQBuf + cw * 64 * 128;
     const std::uint32_t sk = base + LY::kK + stage * LY::kTile;
     fence_regs(s);
     wgmma_fence();
@@ -330,22 +335,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // kPingpong (AttentionTuning::pingpong): the two consumer warpgroups take turns issuing their
   // MMAs (named barriers 3 + cw: a warpgroup waits for its turn, issues, hands the turn over), so
-  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. In every job each
-  // warpgroup has n_tiles + 1 turns, warpgroup 0 first; the second one does not hand over after
-  // its last (the next job starts with warpgroup 0 again), so the arrivals balance per job.
+  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. In every job with key
+  // tiles each warpgroup has n_tiles + 1 turns, warpgroup 0 first. Warpgroup 1 hands its last turn
+  // of a job over to warpgroup 0's first of the next job when that one has key tiles (so
+  // warpgroup 0's next QKᵀ is not behind warpgroup 1's last PV, output stores and job setup), else
+  // it grants that first turn when the next job with tiles starts: one arrival per turn, so the
+  // arrivals balance over the CTA's jobs.
   auto turn_wait = [&] {
     if constexpr (kPingpong) named_barrier_sync(3 + cw, 256);
   };
-  auto turn_pass = [&](bool last) {
+  auto turn_pass = [&](bool keep) {  // keep: warpgroup 1's last turn with no next job to hand to
     if constexpr (kPingpong) {
-      if (!(last && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
+      if (!(keep && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
     }
   };
 
-  std::uint64_t g0 = 0;     // ring tiles of the CTA's earlier jobs (as the producer counts)
-  bool q_loaded = false;    // the current job's Q was requested during the previous job
+  std::uint64_t g0 = 0;        // ring tiles of the CTA's earlier jobs (as the producer counts)
+  bool q_loaded = false;       // the current job's Q was requested during the previous job
+  int qb = 0;                  // the current job's Q buffer
+  bool turn_granted = false;   // warpgroup 1 handed its last turn of the previous job over
+  bool have_next = false;      // next_cta holds this job's Cta (read during the previous job)
+  attention_cta::Cta next_cta;
   for (std::int64_t job = first_job; job < jobs; job += job_step) {
-    const attention_cta::Cta cta = job_cta(job);
+    const attention_cta::Cta cta = have_next ? next_cta : job_cta(job);
+    have_next = false;
     const int rows = cta.item.rows;
     const std::int64_t n = cta.n;
     if (n == 0) {  // empty key range: exact zeros (docs/ikbo.md)
@@ -353,9 +366,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       continue;
     }
     const std::int64_t n_tiles = tiles_of(n);
-    if (!q_loaded) load_q(cta);
-    q_ready();
+    if (!q_loaded) load_q(cta, qb);
+    q_ready();  // the warpgroup is past its previous job: the other Q buffer is free
     q_loaded = false;
+    bool next_has_tiles = false;
+    if (job + job_step < jobs) {  // the next job's Q, a whole job ahead of its use
+      next_cta = job_cta(job + job_step);
+      have_next = true;
+      if (next_cta.n > 0) {
+        load_q(next_cta, qb ^ 1);
+        q_loaded = true;
+      }
+      next_has_tiles = tiles_of(next_cta.n) > 0;
+    }
     RowState st;
 #pragma unroll
     for (int i = 0; i < kDh / 2; ++i) o[i] = 0.0f;
@@ -363,14 +386,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto parity_of = [&](std::int64_t tile) {
       return static_cast<std::uint32_t>((g0 + tile) / kStages) & 1u;
     };
-    if constexpr (kPingpong) {
-      if (cw == 1 && n_tiles > 0) named_barrier_arrive(3, 256);  // the first turn: warpgroup 0
+    if constexpr (kPingpong) {  // the first turn: warpgroup 0
+      if (cw == 1 && n_tiles > 0 && !turn_granted) named_barrier_arrive(3, 256);
     }
+    turn_granted = false;
     if (n_tiles > 0) {
       // tile 0: S, softmax, P
       mbar_wait(full_k(stage_of(0)), parity_of(0));
       turn_wait();
-      issue_qk(stage_of(0));
+      issue_qk(stage_of(0), qb);
       turn_pass(false);
       wgmma_wait<0>();
       fence_regs(s);
@@ -383,7 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(full_v(sp), parity_of(tile - 1));
         fence_regs(p);
         turn_wait();
-        issue_qk(sc);                      // S_t = Q K_tᵀ
+        issue_qk(sc, qb);                  // S_t = Q K_tᵀ
         issue_pv(sp);                      // O += P_{t−1} V_{t−1}
         turn_pass(false);
         wgmma_wait<1>();                   // S_t landed (PV still in flight): K_t is free
@@ -398,29 +422,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         pack_p<T>(s, p);
       }
     }
-    // Every QKᵀ of this job completed (each warp waited for its wgmma groups; the barrier makes
-    // it the whole warpgroup's): its Q rows are free, so the next job's Q loads now, behind the
-    // last PV and the output stores.
-    named_barrier_sync(1 + cw, 128);
-    if (job + job_step < jobs) {
-      const attention_cta::Cta next = job_cta(job + job_step);
-      if (next.n > 0) {
-        load_q(next);
-        q_loaded = true;
-      }
-    }
     if (n_tiles > 0) {
       const int sl = stage_of(n_tiles - 1);
       mbar_wait(full_v(sl), parity_of(n_tiles - 1));
       fence_regs(p);
       turn_wait();
       issue_pv(sl);
-      turn_pass(true);
+      turn_pass(!next_has_tiles);
+      turn_granted = next_has_tiles;
       wgmma_wait<0>();
       fence_regs(o);
       release_v(sl);
     }
     g0 += static_cast<std::uint64_t>(n_tiles);
+    if (q_loaded) qb ^= 1;
 
     // ---- out = RN_st(O · (1/l)) ----
 #pragma unroll

@@ -3,6 +3,9 @@
 #include <bit>
 #include <cstdint>
 
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
@@ -11,6 +14,8 @@
 #include "dispatch/tuning.h"
 #include "kernels/ikbo_attention_fwd.cuh"
 #include "kernels/ikbo_attention_launch.h"
+#include "kernels/ikbo_lce_launch.h"
+#include "kernels/ikbo_map_check.cuh"
 #include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
@@ -33,6 +38,43 @@ __global__ void iota_kernel(std::int32_t* out, std::int32_t n) {
   if (i < n) out[i] = i;
 }
 
+/// Length of the work list (work_end of the last slot; work_end is non-decreasing).
+__device__ __forceinline__ std::int32_t work_list_end(std::int32_t last_end TBE_MUTANT_PARAM(m)) {
+  return TBE_MUTANT_SWAP(m, kAttnWorkItemLastDropped, last_end - 1, last_end);
+}
+
+/// Work item w < work_list_end: the block of the run r with work_end[r − 1] <= w < work_end[r]
+/// (binary search over the `slots` entries of work_end). Generic pointers: global or shared.
+__device__ __forceinline__ AttentionWorkItem work_item_at(std::int32_t w,
+                                                          const std::int32_t* work_end,
+                                                          std::int32_t slots,
+                                                          const std::int32_t* run_user,
+                                                          const std::int32_t* run_start,
+                                                          const std::int32_t* run_count,
+                                                          std::int64_t n_seed, int block_rows) {
+  std::int32_t lo = 0, hi = slots - 1;
+  while (lo < hi) {
+    const std::int32_t mid = lo + ((hi - lo) >> 1);
+    if (work_end[mid] > w) hi = mid; else lo = mid + 1;
+  }
+  const std::int32_t blk = w - (lo == 0 ? 0 : work_end[lo - 1]);
+  const std::int64_t run_rows = static_cast<std::int64_t>(run_count[lo]) * n_seed;
+  AttentionWorkItem it;
+  it.user = run_user[lo];
+  it.cand0 = run_start[lo];
+  it.row0 = blk * block_rows;
+  it.rows = static_cast<std::int32_t>(run_rows - it.row0 < block_rows ? run_rows - it.row0
+                                                                       : block_rows);
+  return it;
+}
+
+/// Row blocks of a run of `count` candidates: ceil(count·n_seed / block_rows).
+__device__ __forceinline__ std::int32_t run_blocks(std::int32_t count, std::int64_t n_seed,
+                                                   int block_rows) {
+  const std::int64_t rows = static_cast<std::int64_t>(count) * n_seed;
+  return static_cast<std::int32_t>((rows + block_rows - 1) / block_rows);
+}
+
 /// work_blocks[r] = ceil(run_count[r]·n_seed / block_rows) for r < num_runs; 0 (and run_count 0)
 /// for the slots past the runs.
 __global__ void run_blocks_kernel(std::int32_t* run_count, std::int32_t* work_blocks,
@@ -41,16 +83,14 @@ __global__ void run_blocks_kernel(std::int32_t* run_count, std::int32_t* work_bl
   const std::int32_t r = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (r >= slots) return;
   if (r < *num_runs) {
-    const std::int64_t rows = static_cast<std::int64_t>(run_count[r]) * n_seed;
-    work_blocks[r] = static_cast<std::int32_t>((rows + block_rows - 1) / block_rows);
+    work_blocks[r] = run_blocks(run_count[r], n_seed, block_rows);
   } else {
     run_count[r] = 0;
     work_blocks[r] = 0;
   }
 }
 
-/// items[w] for every slot w < slots: the block of the run r with work_end[r − 1] <= w <
-/// work_end[r] (binary search; work_end is non-decreasing), rows 0 past the last run's end.
+/// items[w] for every slot w < slots: work_item_at(w), rows 0 past the work list's end.
 __global__ void work_items_kernel(AttentionWorkItem* items, std::int32_t slots,
                                   const std::int32_t* work_end, const std::int32_t* run_user,
                                   const std::int32_t* run_start, const std::int32_t* run_count,
@@ -59,22 +99,115 @@ __global__ void work_items_kernel(AttentionWorkItem* items, std::int32_t slots,
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= slots) return;
   const auto w = static_cast<std::int32_t>(i);
-  AttentionWorkItem it;
-  if (w < TBE_MUTANT_SWAP(m, kAttnWorkItemLastDropped, work_end[runs - 1] - 1, work_end[runs - 1])) {
-    std::int32_t lo = 0, hi = runs - 1;
-    while (lo < hi) {
-      const std::int32_t mid = lo + ((hi - lo) >> 1);
-      if (work_end[mid] > w) hi = mid; else lo = mid + 1;
+  items[w] = w < work_list_end(work_end[runs - 1] TBE_MUTANT_FORWARD(m))
+                 ? work_item_at(w, work_end, runs, run_user, run_start, run_count, n_seed,
+                                block_rows)
+                 : AttentionWorkItem{};
+}
+
+using OneCta = tuning::AttentionGroupingOneCta;
+
+/// The whole grouping of B <= OneCta::kMaxCandidates candidates and the map check in one CTA of
+/// OneCta::kThreads threads, thread t holding positions [t·kItems, t·kItems + kItems) (blocked):
+///   map check     map_error := the first bad position (block min), or kLceMapOk;
+///   sort          cub::BlockRadixSort of (key, position) on bits [0, key_bits), stable (the
+///                 positions past B carry key 0xffffffff: they sort after every real one);
+///   runs          heads where the full 32-bit key changes (as DeviceRunLengthEncode compares),
+///                 numbered by a block exclusive scan; run r's start is its head's position, its
+///                 count the next start minus it (B for the last);
+///   work list     work_end = inclusive scan of run_blocks over the B run slots (0 past the runs),
+///                 then items[w] for every slot as work_items_kernel writes them.
+/// Writes exactly what the device-wide build does (run_user only for r < num_runs).
+__global__ void __launch_bounds__(OneCta::kThreads, 1)
+    grouping_one_cta_kernel(const std::int32_t* __restrict__ map, std::int32_t B, std::int64_t U,
+                            std::int64_t n_seed, int block_rows, int key_bits, AttentionGrouping g,
+                            unsigned long long* map_error TBE_MUTANT_PARAM(m)) {
+  constexpr int kT = OneCta::kThreads, kI = OneCta::kItems, kCap = OneCta::kMaxCandidates;
+  using Sort = cub::BlockRadixSort<std::uint32_t, kT, kI, std::int32_t>;
+  using Scan = cub::BlockScan<std::int32_t, kT>;
+  using Min = cub::BlockReduce<unsigned long long, kT>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    struct {
+      std::uint32_t key[kCap];       // sorted keys; then work_end
+      std::int32_t start[kCap];      // run starts
+    } a;
+  } sm;
+  __shared__ union {
+    typename Scan::TempStorage scan;
+    typename Min::TempStorage min;
+  } red;
+  const int t = static_cast<int>(threadIdx.x);
+  std::uint32_t key[kI];
+  std::int32_t val[kI];
+  unsigned long long bad = kLceMapOk;
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+    const std::int32_t pos = t * kI + i;
+    val[i] = pos;
+    key[i] = 0xffffffffu;
+    if (pos < B) {
+      const std::int32_t u = map[pos];
+      key[i] = static_cast<std::uint32_t>(u);
+      if (map_value_bad(u, U TBE_MUTANT_FORWARD(m)) && bad == kLceMapOk)
+        bad = static_cast<unsigned long long>(pos);
     }
-    const std::int32_t blk = w - (lo == 0 ? 0 : work_end[lo - 1]);
-    const std::int64_t run_rows = static_cast<std::int64_t>(run_count[lo]) * n_seed;
-    it.user = run_user[lo];
-    it.cand0 = run_start[lo];
-    it.row0 = blk * block_rows;
-    it.rows = static_cast<std::int32_t>(
-        run_rows - it.row0 < block_rows ? run_rows - it.row0 : block_rows);
   }
-  items[w] = it;
+  bad = Min(red.min).Reduce(bad, [](unsigned long long x, unsigned long long y) { return x < y ? x : y; });
+  if (t == 0) *map_error = bad;
+  Sort(sm.sort).Sort(key, val, 0, key_bits);
+  __syncthreads();  // the sort's storage is reused below
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+    const std::int32_t pos = t * kI + i;
+    sm.a.key[pos] = key[i];
+    if (pos < B) g.cand_sorted[pos] = val[i];
+  }
+  __syncthreads();
+  std::int32_t head[kI], run[kI];
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+    const std::int32_t pos = t * kI + i;
+    head[i] = pos < B && (pos == 0 || key[i] != sm.a.key[pos - 1]) ? 1 : 0;
+  }
+  std::int32_t runs = 0;
+  Scan(red.scan).ExclusiveSum(head, run, runs);
+#pragma unroll
+  for (int i = 0; i < kI; ++i)
+    if (head[i]) {
+      sm.a.start[run[i]] = t * kI + i;
+      g.run_user[run[i]] = static_cast<std::int32_t>(key[i]);
+    }
+  __syncthreads();  // run starts complete; the sorted keys are no longer read
+  std::int32_t count[kI], blocks[kI], end[kI];
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+    const std::int32_t r = t * kI + i;
+    const std::int32_t start = r < runs ? sm.a.start[r] : B;
+    count[i] = r < runs ? (r + 1 < runs ? sm.a.start[r + 1] : B) - start : 0;
+    blocks[i] = run_blocks(count[i], n_seed, block_rows);
+    if (r < B) {
+      g.run_count[r] = count[i];
+      g.run_start[r] = start;
+    }
+  }
+  std::int32_t total = 0;
+  __syncthreads();  // the scan storage is reused
+  Scan(red.scan).InclusiveSum(blocks, end, total);
+  auto* work_end = reinterpret_cast<std::int32_t*>(sm.a.key);
+#pragma unroll
+  for (int i = 0; i < kI; ++i) {
+    const std::int32_t r = t * kI + i;
+    work_end[r] = end[i];
+    if (r < B) g.work_end[r] = end[i];
+  }
+  if (t == 0) *g.num_runs = runs;
+  __syncthreads();  // work_end in shared memory; run_count / run_start / run_user in global
+  const std::int32_t items = work_list_end(total TBE_MUTANT_FORWARD(m));
+  for (std::int32_t w = t; w < g.work_slots; w += kT)
+    g.items[w] = w < items ? work_item_at(w, work_end, B, g.run_user, g.run_start, g.run_count,
+                                          n_seed, block_rows)
+                           : AttentionWorkItem{};
 }
 
 }  // namespace
@@ -105,8 +238,17 @@ std::size_t attention_grouping_temp_bytes(std::int64_t B, std::int64_t U) {
 
 void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B, std::int64_t U,
                                std::int64_t n_seed, int block_rows, const AttentionGrouping& g,
-                               cudaStream_t stream) {
+                               unsigned long long* map_error, cudaStream_t stream) {
   const int n = static_cast<int>(B);
+  if (g.one_cta) {  // AttentionOp: B <= kMaxCandidates
+    grouping_one_cta_kernel<<<1, OneCta::kThreads, 0, stream>>>(
+        cand_to_user, n, U, n_seed, block_rows, key_bits(U), g, map_error TBE_MUTANT_ARG);
+    check_launch("ikbo attention: grouping (one CTA)");
+    return;
+  }
+  cuda_check(cudaMemsetAsync(map_error, 0xff, sizeof(unsigned long long), stream),
+             "ikbo attention: reset map flag");
+  launch_lce_map_check(cand_to_user, B, U, map_error, stream);
   std::size_t temp = g.temp_bytes;
   iota_kernel<<<blocks_for(B), kThreads, 0, stream>>>(g.cand_iota, n);
   check_launch("ikbo attention: iota");

@@ -43,7 +43,10 @@ struct AttentionGrouping {
   /// Upper bound of the work items: ceil(B·n_seed / 128) + min(U, B) (each run adds at most
   /// one partial block); the mma.sync kernel's grid x
   std::int32_t work_slots = 0;
-  // scratch of the build
+  /// Built by one CTA (B <= tuning::AttentionGroupingOneCta::kMaxCandidates), which also runs the
+  /// map check; else the CUB device-wide build after the map check kernel.
+  bool one_cta = false;
+  // scratch of the device-wide build
   std::uint32_t* keys_sorted = nullptr;  ///< [B]
   std::int32_t* cand_iota = nullptr;     ///< [B]
   std::int32_t* work_blocks = nullptr;   ///< [R]
@@ -55,14 +58,17 @@ struct AttentionGrouping {
 /// CUDA device for CUB's PTX version lookup).
 std::size_t attention_grouping_temp_bytes(std::int64_t B, std::int64_t U);
 
-/// Builds `g` from cand_to_user [B] (device): radix sort of (user, candidate) pairs on the
-/// bit_width(U - 1) low bits, run-length encoding of the sorted users, per-run row blocks of
-/// `block_rows` query rows (a run of c candidates has c·n_seed rows), scans, then the work list
-/// (one thread per slot, a binary search over work_end: the CTAs start with one 16-byte load
-/// instead of ~log2(B) dependent ones). B >= 1.
+/// The map check (map_error := the first b with cand_to_user[b] outside [0, U), else kLceMapOk)
+/// and the grouping `g` of cand_to_user [B] (device): a stable radix sort of (user, candidate)
+/// pairs on the bit_width(U - 1) low bits, run-length encoding of the sorted users, per-run row
+/// blocks of `block_rows` query rows (a run of c candidates has c·n_seed rows), scans, then the
+/// work list (one thread per slot, a binary search over work_end: the CTAs start with one 16-byte
+/// load instead of ~log2(B) dependent ones). g.one_cta: all of it in one launch of one CTA (the
+/// sort in registers); else a flag reset, the map check kernel and the CUB device-wide build.
+/// Both give the same cand_sorted, runs (run_user for r < num_runs), work_end and items. B >= 1.
 void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B, std::int64_t U,
                                std::int64_t n_seed, int block_rows, const AttentionGrouping& g,
-                               cudaStream_t stream);
+                               unsigned long long* map_error, cudaStream_t stream);
 
 /// Rows of queries one CTA owns (whole or partial candidates of one user) and its warps.
 inline constexpr int kAttentionBlockRows = 128;

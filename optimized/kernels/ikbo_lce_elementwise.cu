@@ -3,6 +3,7 @@
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
 #include "kernels/ikbo_lce_launch.h"
+#include "kernels/ikbo_map_check.cuh"
 #include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
@@ -21,7 +22,7 @@ __global__ void lce_map_check_kernel(const std::int32_t* __restrict__ map, std::
   for (std::int64_t b = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; b < B;
        b += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int32_t u = __ldg(map + b);
-    if (u < 0 || TBE_MUTANT_SWAP(m, kLceMapCheckAcceptsU, u > U, u >= U)) atomicMin(map_error, static_cast<unsigned long long>(b));
+    if (map_value_bad(u, U TBE_MUTANT_FORWARD(m))) atomicMin(map_error, static_cast<unsigned long long>(b));
   }
 }
 

@@ -13,7 +13,6 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/ikbo_attention_launch.h"
-#include "kernels/ikbo_lce_launch.h"
 #include "src/ikbo_map_check.h"
 #include "tbe/cuda/check.h"
 #include "tbe/cuda/device_buffer.h"
@@ -101,7 +100,20 @@ Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuni
     return Status::Invalid("tuning.kv_stages",
                            "tuning.kv_stages: 3 needs tuning.key_block = 128 (compiled for it "
                            "only), got key_block " + s(tuning.key_block));
+  if (tuning.grouping == AttentionGroupingBuild::OneCta &&
+      p.B > tuning::AttentionGroupingOneCta::kMaxCandidates)
+    return Status::Invalid("tuning.grouping",
+                           "tuning.grouping: one-cta sorts at most " +
+                               s(tuning::AttentionGroupingOneCta::kMaxCandidates) +
+                               " candidates in one CTA, B = " + s(p.B));
   return Status::Ok();
+}
+
+/// AttentionGroupingBuild::Auto resolved for B candidates.
+AttentionGroupingBuild resolve_grouping(AttentionGroupingBuild requested, std::int64_t B) {
+  if (requested != AttentionGroupingBuild::Auto) return requested;
+  return B <= tuning::AttentionGroupingOneCta::kMaxCandidates ? AttentionGroupingBuild::OneCta
+                                                              : AttentionGroupingBuild::DeviceWide;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
@@ -117,6 +129,7 @@ struct AttentionOp::Plan {
   std::int64_t slots = 0;  ///< R = B
   int item_slots = 0;  ///< work_slots(p): detail::AttentionGrouping::work_slots
   int persistent_ctas = 0;  ///< the device's SMs (the wgmma kernel's persistent grid)
+  bool one_cta_grouping = false;  ///< tuning.grouping resolved
   float scale_log2 = 0.0f;
   // workspace layout (byte offsets)
   std::size_t ws_flag = 0, ws_keys = 0, ws_iota = 0, ws_sorted = 0, ws_run_user = 0,
@@ -139,6 +152,7 @@ struct AttentionOp::Plan {
     g.num_runs = reinterpret_cast<std::int32_t*>(b + ws_num_runs);
     g.items = reinterpret_cast<detail::AttentionWorkItem*>(b + ws_items);
     g.work_slots = item_slots;
+    g.one_cta = one_cta_grouping;
     g.keys_sorted = reinterpret_cast<std::uint32_t*>(b + ws_keys);
     g.cand_iota = reinterpret_cast<std::int32_t*>(b + ws_iota);
     g.work_blocks = reinterpret_cast<std::int32_t*>(b + ws_blocks);
@@ -201,7 +215,9 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
     P.paths.push_back("attention.mma-sync.dh" + s(p.Dh) + ".kb" + s(tuning.key_block) +
                       (tuning.q_in_registers ? ".qreg" : "") +
                       (tuning.kv_stages == 3 ? ".stages3" : ""));
-  P.paths.push_back("attention.grouping.cub-sort-rle");
+  P.one_cta_grouping = resolve_grouping(tuning.grouping, p.B) == AttentionGroupingBuild::OneCta;
+  P.paths.push_back(P.one_cta_grouping ? "attention.grouping.one-cta"
+                                       : "attention.grouping.cub-sort-rle");
   if (p.jagged()) {
     P.paths.push_back("attention.jagged");
     P.k_offsets = DeviceBuffer(p.k_offsets.data(), p.k_offsets.size_bytes());
@@ -235,6 +251,15 @@ AttentionOp& AttentionOp::operator=(AttentionOp&&) noexcept = default;
 std::size_t AttentionOp::workspace_bytes() const { return plan_->ws_total; }
 const std::vector<std::string>& AttentionOp::paths() const { return plan_->paths; }
 AttentionKernel AttentionOp::kernel() const { return plan_->kernel; }
+
+const char* to_string(AttentionGroupingBuild g) {
+  switch (g) {
+    case AttentionGroupingBuild::Auto: return "auto";
+    case AttentionGroupingBuild::OneCta: return "one-cta";
+    case AttentionGroupingBuild::DeviceWide: return "device-wide";
+  }
+  return "?";
+}
 
 const char* to_string(AttentionKernel k) {
   switch (k) {
@@ -272,13 +297,14 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   P.stream = stream;
   P.ran = true;
   P.map_error = reinterpret_cast<unsigned long long*>(static_cast<char*>(d_workspace) + P.ws_flag);
-  cuda_check(cudaMemsetAsync(P.map_error, 0xff, sizeof(unsigned long long), stream),
-             "attention: reset map flag");
-  if (p.B <= 0) return;
-  detail::launch_lce_map_check(p.cand_to_user, p.B, p.U, P.map_error, stream);
+  if (p.B <= 0) {
+    cuda_check(cudaMemsetAsync(P.map_error, 0xff, sizeof(unsigned long long), stream),
+               "attention: reset map flag");
+    return;
+  }
   const detail::AttentionGrouping g = P.grouping(d_workspace);
   detail::launch_attention_grouping(p.cand_to_user, p.B, p.U, p.n_seed,
-                                    detail::kAttentionBlockRows, g, stream);
+                                    detail::kAttentionBlockRows, g, P.map_error, stream);
   detail::AttentionArgs a;
   a.q = p.q;
   a.k = p.k;

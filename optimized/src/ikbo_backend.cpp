@@ -33,6 +33,9 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
                  ? ", " + std::to_string(o.lce.chunk_candidates) + " candidates per chunk"
                  : std::string()) +
             "; attention: " + to_string(resolve_attention_kernel(o.attention.kernel)) +
+            (o.attention.grouping != AttentionGroupingBuild::Auto
+                 ? std::string(", grouping ") + to_string(o.attention.grouping)
+                 : std::string()) +
             (o.map_check == MapCheck::Device ? "; map check on device" : "") + ")";
   }
   std::string name() const override { return name_; }

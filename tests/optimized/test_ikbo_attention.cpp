@@ -194,6 +194,78 @@ TEST_CASE("ikbo attention: more jobs than the persistent wgmma grid, several per
         }
 }
 
+namespace {
+cuda::AttentionTuning with_grouping(cuda::AttentionGroupingBuild g) {
+  cuda::AttentionTuning t;
+  t.grouping = g;
+  return t;
+}
+bool has_path(const AttentionOutcome& o, const std::string& path) {
+  return std::find(o.paths.begin(), o.paths.end(), path) != o.paths.end();
+}
+}  // namespace
+
+TEST_CASE("ikbo attention: the one-CTA and the device-wide grouping, bitwise the same output",
+          "[gpu][ikbo][attention]") {
+  // B up to the one-CTA limit (4096), every map kind, dense and jagged; n_seed 3 splits
+  // candidates over the 128-row blocks; U = 20000 > B needs a 15-bit sort (several passes)
+  const auto one = with_grouping(cuda::AttentionGroupingBuild::OneCta);
+  const auto wide = with_grouping(cuda::AttentionGroupingBuild::DeviceWide);
+  struct Shape {
+    std::int64_t B, U, n_seed, S;
+  };
+  int i = 0;
+  for (Shape g : {Shape{1, 1, 129, 40}, {2, 2, 64, 40}, {5, 3, 129, 40}, {127, 9, 3, 40},
+                  {129, 40, 3, 40}, {1000, 31, 3, 24}, {3000, 20000, 3, 2}, {4095, 300, 3, 8},
+                  {4096, 64, 3, 8}})
+    for (MapKind map : ikbo::kAllMapKinds)
+      for (bool jagged : {false, true}) {
+        if (map == MapKind::UsersWithoutCandidates && g.U < 2) continue;
+        const ikbo::AttentionCase c = ikbo::make_attention_case(
+            shape(g.B, g.U, g.n_seed, 1, 64, g.S, jagged), policy(DType::BF16), map, 1300 + i++);
+        const ikbo::AttentionProblem p = c.view();
+        INFO("B=" << p.B << " U=" << p.U << " n_seed=" << p.n_seed << " map=" << to_string(map)
+                  << " jagged=" << jagged);
+        const AttentionOutcome a = run_attention_gpu(p, one);
+        const AttentionOutcome b = run_attention_gpu(p, wide);
+        INFO(to_string(a) << " / " << to_string(b));
+        REQUIRE(has_path(a, "attention.grouping.one-cta"));
+        REQUIRE(has_path(b, "attention.grouping.cub-sort-rle"));
+        require_in_enclosure(p, a);
+        REQUIRE(b.kind == AttentionOutcome::Kind::Ok);
+        REQUIRE(a.output == b.output);
+      }
+  // Auto: one CTA up to 4096 candidates, device-wide above
+  for (std::int64_t B : {4096, 4097}) {
+    const ikbo::AttentionCase c = ikbo::make_attention_case(shape(B, 64, 1, 1, 64, 4),
+                                                            policy(DType::F16), MapKind::Sorted, 7);
+    const AttentionOutcome o = run_attention_gpu(c.view());
+    INFO(to_string(o));
+    require_in_enclosure(c.view(), o);
+    REQUIRE(has_path(o, B <= 4096 ? "attention.grouping.one-cta" : "attention.grouping.cub-sort-rle"));
+  }
+}
+
+TEST_CASE("ikbo attention: both groupings report the first bad map position, output untouched",
+          "[gpu][ikbo][attention]") {
+  // values outside [0, U): U itself, -1, past the sort's key bits (2^6 with U = 40), INT_MAX;
+  // two bad positions: the first one is reported
+  for (auto build : {cuda::AttentionGroupingBuild::OneCta, cuda::AttentionGroupingBuild::DeviceWide})
+    for (std::int32_t bad : {40, -1, 64, INT_MAX})
+      for (std::int64_t at : {0, 517, 999}) {
+        ikbo::AttentionCase c = ikbo::make_attention_case(shape(1000, 40, 3, 1, 64, 8),
+                                                          policy(DType::BF16), MapKind::Unsorted, 5);
+        c.cand_to_user[at] = bad;
+        if (at + 100 < 1000) c.cand_to_user[at + 100] = -7;
+        const AttentionOutcome o = run_attention_gpu(c.view(), with_grouping(build));
+        INFO(to_string(build) << " bad=" << bad << " at " << at << ": " << to_string(o));
+        REQUIRE(o.kind == AttentionOutcome::Kind::InvalidArgument);
+        REQUIRE(o.argument == "cand_to_user[" + std::to_string(at) + "]");
+        REQUIRE(o.poison_intact);
+        REQUIRE(o.sentinels_intact);
+      }
+}
+
 TEST_CASE("ikbo attention: random shapes, maps and variants in the enclosure, stable run to run",
           "[gpu][ikbo][attention]") {
   rc::prop("GPU output in the enclosure; a second run is bitwise equal", [] {
@@ -433,6 +505,19 @@ TEST_CASE("ikbo attention: invalid arguments are rejected before any launch",
     REQUIRE(st.message.find(std::to_string(items) + " work items") != std::string::npos);
     p.U = INT_MAX - (p.B + 127) / 128;  // exactly INT_MAX work items: the limit itself is fine
     REQUIRE(cuda::AttentionOp::can_implement(p).ok());
+  }
+  SECTION("one-CTA grouping past its 4096 candidates") {
+    ikbo::AttentionProblem p = c.view();  // shapes only: can_implement reads no buffer
+    p.B = 4097;
+    p.U = 1;
+    cuda::AttentionTuning t;
+    t.grouping = cuda::AttentionGroupingBuild::OneCta;
+    const Status st = cuda::AttentionOp::can_implement(p, t);
+    INFO(st.message);
+    REQUIRE(st.argument == "tuning.grouping");
+    REQUIRE(st.message.find("4096") != std::string::npos);
+    REQUIRE(st.message.find("B = 4097") != std::string::npos);
+    REQUIRE(cuda::AttentionOp::can_implement(p).ok());  // Auto: device-wide
   }
   SECTION("a shape validate() rejects: the reference's argument") {
     ikbo::AttentionProblem p = c.view();

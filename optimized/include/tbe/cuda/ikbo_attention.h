@@ -13,8 +13,9 @@
 // pointers (never dereferenced on the host); k_offsets stays a HOST span (validate() reads it; the
 // constructor uploads a device copy the op owns).
 //
-// Map check: run() enqueues a check kernel first that records the first position b with
-// cand_to_user[b] outside [0, U) in the workspace; the attention kernel reads it first and exits
+// Map check: run() enqueues a check first (its own kernel, or part of the one-CTA grouping) that
+// records the first position b with cand_to_user[b] outside [0, U) in the workspace; the
+// attention kernel reads it first and exits
 // without writing. finish() then throws InvalidArgument("cand_to_user", the validate_map
 // message) and `out` is bitwise untouched.
 #pragma once
@@ -47,6 +48,20 @@ enum class AttentionKernel {
   Wgmma,
 };
 const char* to_string(AttentionKernel k);
+
+/// How run() groups the candidates by user on the device before the attention kernel
+/// (AttentionTuning::grouping). Both builds give the same grouping (the same sorted order, runs
+/// and work list: bitwise the same output) and the same map check verdict.
+enum class AttentionGroupingBuild {
+  /// OneCta when B <= 4096 (dispatch/tuning.h AttentionGroupingOneCta), else DeviceWide.
+  Auto,
+  /// One launch of one CTA: block radix sort of the map in registers, runs, scans, work list and
+  /// the map check. B <= 4096, else InvalidArgument naming tuning.grouping.
+  OneCta,
+  /// CUB device-wide radix sort, run-length encoding and scans (~14 launches, any B).
+  DeviceWide,
+};
+const char* to_string(AttentionGroupingBuild g);
 
 /// The kernel AttentionOp runs for `requested` (AttentionTuning::kernel) on the current CUDA device
 /// with `total_keys` rows of k and v (AttentionProblem::total_keys(); 0 asks about a problem whose
@@ -81,6 +96,8 @@ struct AttentionTuning {
   /// tile instead of two, one more tile in flight; 224 KB of shared memory at Dh = 128); else
   /// InvalidArgument naming tuning.kv_stages. Bitwise the same output.
   int kv_stages = 3;
+  /// The device grouping of the candidates (AttentionGroupingBuild; paths() names the one run).
+  AttentionGroupingBuild grouping = AttentionGroupingBuild::Auto;
 };
 
 /// One IKBO cross attention on device memory.
@@ -93,8 +110,8 @@ struct AttentionTuning {
 /// stay alive and unchanged until finish() returns. Several run() calls may precede one finish().
 ///
 /// Kernels (optimized/README.md "IKBO attention"): the candidates are grouped by user on the device
-/// (CUB radix sort of the map, run-length encoding, scans: a work list of (user, block of 128 query
-/// rows), one 16-byte item each); the CTA that takes a job (work item, head: one per job for
+/// (radix sort of the map, run-length encoding, scans: a work list of (user, block of 128 query
+/// rows), one 16-byte item each; one CTA for B <= 4096, CUB device-wide above); the CTA that takes a job (work item, head: one per job for
 /// mma.sync, one per SM looping over the jobs for wgmma) streams that user's K/V once for all of
 /// its rows: online softmax in FP32 (exp2 with scale·log2 e folded into one FMA, running maximum
 /// per key tile in ascending key order), QKᵀ and PV on tensor cores (AttentionKernel: wgmma or
@@ -136,7 +153,7 @@ class AttentionOp {
   /// Enqueues the map check, the grouping and the attention kernel on `stream`. Throws
   /// InvalidArgument("out" / "q" / "k" / "v", ...) before any launch if a pointer is not 16-byte
   /// aligned (the kernel's 16-byte copies; cudaMalloc gives 256). No host synchronization, no
-  /// allocation. B = 0: nothing is enqueued.
+  /// allocation. B = 0: only the reset of the map flag is enqueued.
   void run(void* d_out, void* d_workspace, cudaStream_t stream = nullptr);
 
   /// Synchronizes the stream of the last run(). Throws InvalidArgument ("cand_to_user", the

@@ -124,7 +124,7 @@ namespace tbe::cuda {
     "the gather-add reads cand_to_user as contiguous: u(b) = u(0) + b")                            \
   X(kLceChunkMapNotAdvanced, "lce_chunk_map_not_advanced", "src/ikbo_lce_op.cpp: Plan::gather_add", \
     "L2Chunked / decomposed gather-add: the map is not offset by the chunk's first candidate")     \
-  X(kLceMapCheckAcceptsU, "lce_map_check_accepts_u", "kernels/ikbo_lce_elementwise.cu: lce_map_check_kernel", \
+  X(kLceMapCheckAcceptsU, "lce_map_check_accepts_u", "kernels/ikbo_map_check.cuh: map_value_bad (lce_map_check_kernel, attention grouping_one_cta_kernel)", \
     "the map check accepts cand_to_user[b] == U (u > U instead of u >= U)")                        \
   X(kLcePadStrideConfused, "lce_pad_stride_confused", "kernels/ikbo_lce_elementwise.cu: lce_pad_rows_kernel", \
     "padding copies read source row r at r·ld_dst (the destination's stride) instead of r·ld_src") \
@@ -138,7 +138,7 @@ namespace tbe::cuda {
     "online softmax: the running sum and output are not rescaled when a later key tile raises the row maximum") \
   X(kAttnWgmmaEmptyParity, "attn_wgmma_empty_parity", "kernels/ikbo_attention_fwd_wgmma.cuh: attention_fwd_wgmma_kernel", \
     "wgmma producer waits on the wrong phase of a stage's empty barriers: a K/V stage is refilled before the consumers are done with it") \
-  X(kAttnWorkItemLastDropped, "attn_work_item_last_dropped", "kernels/ikbo_attention_grouping.cu: work_items_kernel", \
+  X(kAttnWorkItemLastDropped, "attn_work_item_last_dropped", "kernels/ikbo_attention_grouping.cu: work_list_end (work_items_kernel, grouping_one_cta_kernel)", \
     "work list: the last work item gets rows 0 (w < work_end - 1), so the last user's last row block is never computed") \
   X(kAttnScaleLog2eMissing, "attn_scale_log2e_missing", "src/ikbo_attention_op.cpp: AttentionOp::AttentionOp", \
     "exp2 softmax without log2 e folded into the scale: the logits' temperature is off by ln 2") \
@@ -206,6 +206,7 @@ inline std::string fault_announcement(std::string_view name) {
 //   TBE_MUTANT_HOST(kName)            (active_fault() == Fault::kName) / false
 //   TBE_MUTANT_PARAM(h), TBE_MUTANT_ARG   a trailing `, MutantTag h` parameter and its argument
 //                                     `, MutantTag{}` / nothing
+//   TBE_MUTANT_FORWARD(h)             `, h`: passes a MutantTag parameter on / nothing
 #if defined(TBE_MUTATION) && TBE_MUTATION
 /// The fault selected for this process: TBE_MUTANT read and parsed on the first call (unset or
 /// empty: Fault::kNone). An unknown name prints the error of parse_fault to stderr and exits with
@@ -222,12 +223,14 @@ struct MutantTag {
 #define TBE_MUTANT_HOST(id) (::tbe::cuda::active_fault() == ::tbe::cuda::Fault::id)
 #define TBE_MUTANT_PARAM(holder) , ::tbe::cuda::MutantTag holder
 #define TBE_MUTANT_ARG , ::tbe::cuda::MutantTag{}
+#define TBE_MUTANT_FORWARD(holder) , holder
 #else
 #define TBE_MUTANT_FIELD
 #define TBE_MUTANT_SWAP(holder, id, wrong, right) right
 #define TBE_MUTANT_HOST(id) false
 #define TBE_MUTANT_PARAM(holder)
 #define TBE_MUTANT_ARG
+#define TBE_MUTANT_FORWARD(holder)
 #endif
 
 }  // namespace tbe::cuda
