@@ -40,8 +40,13 @@ void add_forward(CLI::App& app, ForwardArgs& a) {
   add_iters(*sub, a.iters);
   sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
   sub->add_option("--dump-npy", a.npy_dir,
-                  "write the inputs as .npy files for bench/peer_embedding_bag.py")
+                  "write the inputs as .npy files for bench/peer_embedding_bag.py and "
+                  "bench/peer_tbe_forward.py")
       ->type_name("DIR");
+  sub->add_option("--only", a.only,
+                  "time only these variants (comma-separated names as printed, e.g. "
+                  "fp32.nocheck,fp16.nocheck; for a profiler run)")
+      ->type_name("NAMES");
 }
 
 void add_backward(CLI::App& app, BackwardArgs& a) {

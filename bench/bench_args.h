@@ -25,6 +25,7 @@ struct ForwardArgs {
   int iters = 20;                       ///< --iters N
   std::string json_path;                ///< --json FILE, "" for none
   std::string npy_dir;                  ///< --dump-npy DIR, "" for none (one D workloads only)
+  std::string only;                     ///< --only NAMES: comma-separated variant names ("" all)
 };
 
 /// `tbe-bench backward` (bench/backward_bench.cu).

@@ -13,6 +13,9 @@
 //   wgmma.kb128.pingpong.grouping-wide  the same after the CUB device-wide grouping instead of
 //                   the one-CTA one (AttentionTuning::grouping; Auto: one CTA for B <= 4096):
 //                   what the grouping's launches cost
+//   wgmma.kb128.pingpong.registers  the same with AttentionEpilogue::Registers: every thread
+//                   stores its output fragments from registers instead of the default TMA-store
+//                   epilogue (O staged in the job's Q buffer, written by TMA); what the stores cost
 //   mma-sync.kbK    AttentionOp with AttentionTuning::key_block = K (64, 128): the whole op as a
 //                   caller runs it (map check, the device grouping by user, the kernel)
 //   mma-sync.kb128.qreg[.stages3]  key block 128 with AttentionTuning::q_in_registers (Q
@@ -95,13 +98,18 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       cuda::AttentionKernel kernel = cuda::AttentionKernel::MmaSync;
       bool pingpong = true;
       cuda::AttentionGroupingBuild grouping = cuda::AttentionGroupingBuild::Auto;
+      cuda::AttentionEpilogue epilogue = cuda::AttentionEpilogue::Auto;
     };
     constexpr auto kWide = cuda::AttentionGroupingBuild::DeviceWide;
+    constexpr auto kAutoGrouping = cuda::AttentionGroupingBuild::Auto;
+    constexpr auto kRegisters = cuda::AttentionEpilogue::Registers;
     for (const Variant& kv : {Variant{64, false, 2}, {128, false, 2}, {128, true, 2},
                               {128, false, 3}, {128, true, 3},
                               {128, false, 2, cuda::AttentionKernel::Wgmma},
                               {128, false, 2, cuda::AttentionKernel::Wgmma, false},
-                              {128, false, 2, cuda::AttentionKernel::Wgmma, true, kWide}}) {
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, true, kWide},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, true, kAutoGrouping,
+                               kRegisters}}) {
       if (c.kernel != "all" && c.kernel != cuda::to_string(kv.kernel)) continue;
       cuda::AttentionTuning tuning;
       tuning.kernel = kv.kernel;
@@ -110,6 +118,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       tuning.q_in_registers = kv.qreg;
       tuning.kv_stages = kv.stages;
       tuning.grouping = kv.grouping;
+      tuning.epilogue = kv.epilogue;
       cuda::AttentionOp op(p, tuning);
       DeviceBuffer ws(op.workspace_bytes());
       const Timing tm = time_it([&] { op.run(out.get(), ws.get(), c.stream); }, c.iters, c.stream,
@@ -118,7 +127,8 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       const std::string variant =
           kv.kernel == cuda::AttentionKernel::Wgmma
               ? std::string("wgmma.kb128") + (kv.pingpong ? ".pingpong" : "") +
-                    (kv.grouping == kWide ? ".grouping-wide" : "") + map_name
+                    (kv.grouping == kWide ? ".grouping-wide" : "") +
+                    (kv.epilogue == kRegisters ? ".registers" : "") + map_name
               : "mma-sync.kb" + std::to_string(kv.kb) + (kv.qreg ? ".qreg" : "") +
                     (kv.stages == 3 ? ".stages3" : "") + map_name;
       const double tflops = flops / (tm.median_ms * 1e-3) / 1e12;

@@ -1,6 +1,7 @@
 // tbe-bench: timing of the CUDA TBE forward on the named workloads (docs/workloads.md).
 //
 //   tbe-bench forward [--workload W] [--batch B] [--iters N] [--json FILE] [--dump-npy DIR]
+//                     [--only NAME,...]
 //   (W: any named workload, tbe::named_workload_names(); --dump-npy needs one D for all tables)
 //   tbe-bench backward ...   (bench/backward_bench.cu)
 //   tbe-bench ikbo-lce ...   (bench/ikbo_lce_bench.cu)
@@ -177,6 +178,9 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
               "min_ms", "max_ms", "compul_GB", "gather_GB", "eff_GB/s", "%copy");
   double fused_ms[2] = {0, 0}, separate_ms[2] = {0, 0};
   for (const Variant& v : variants) {
+    if (!args.only.empty() &&
+        ("," + args.only + ",").find("," + v.name + ",") == std::string::npos)
+      continue;
     ForwardProblem p = host;
     p.tables.dtype = v.weights;
     p.tables.weights = v.weights == DType::F32 ? d_w32.get() : d_w16.get();
@@ -221,8 +225,9 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});
   }
-  std::printf("\nfused vs separate bounds check (WARNING): fp32 %.2fx, fp16 %.2fx (target >= 1.2x)\n",
-              separate_ms[0] / fused_ms[0], separate_ms[1] / fused_ms[1]);
+  if (fused_ms[0] > 0 && separate_ms[0] > 0 && fused_ms[1] > 0 && separate_ms[1] > 0)
+    std::printf("\nfused vs separate bounds check (WARNING): fp32 %.2fx, fp16 %.2fx (target >= 1.2x)\n",
+                separate_ms[0] / fused_ms[0], separate_ms[1] / fused_ms[1]);
   if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"workload", spec.name}, {"T", T},
                         {"B", c.batch_size}, {"D", dims.one ? nlohmann::json(D) : nlohmann::json(c.dims)},

@@ -30,13 +30,15 @@ const std::vector<std::string>& required_paths(PathFamily f) {
   // main job's Dh = 128 (the wgmma one through AttentionKernel::Auto, which picks it on compute
   // capability 9.0, the devices the kernels are built for; the mma.sync one on the last backend
   // of select_ikbo_backends) and both groupings (one CTA at the main job's B through
-  // AttentionGroupingBuild::Auto; device-wide on the last backend)
+  // AttentionGroupingBuild::Auto; device-wide on the last backend); the wgmma kernel's TMA-store
+  // epilogue (AttentionEpilogue::Auto: every 64-row block of the main job's n_seed = 64 is one
+  // whole candidate; its register epilogue serves other layouts, tests/optimized)
   static const std::vector<std::string> ikbo = {
       "lce.decomposed",  "lce.padded-k",         "lce.fused-epilogue",
       "lce.l2-chunked",  "lce.user-gemm.cublas", "lce.candidate-gemm.cublas",
       "lce.gather-add",  "attention.grouping.one-cta", "attention.grouping.cub-sort-rle",
       "attention.wgmma.dh128.kb128.stages2.pingpong",
-      "attention.mma-sync.dh128.kb128.qreg.stages3"};
+      "attention.mma-sync.dh128.kb128.qreg.stages3", "attention.epilogue.tma-store"};
   switch (f) {
     case PathFamily::Forward: return forward;
     case PathFamily::Backward: return backward;

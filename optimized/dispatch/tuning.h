@@ -284,10 +284,12 @@ struct AttentionGroupingOneCta {
 };
 
 /// The sm_90a cross-attention forward (kernels/ikbo_attention_fwd_wgmma.cuh,
-/// AttentionKernel::Wgmma): 3 warpgroups (a TMA producer, two wgmma consumers of 64 rows), the same
-/// 128-row work items as AttentionMmaSync (the grouping is shared), key tiles of kKeyBlock in a
-/// ring of stages(Dh) stages, two Q buffers (the current and the next job's): Dh = 128: 2 × Q 32 KB
-/// + 2 × (K, V) 64 KB = 192 KB; Dh = 64: 2 × 16 KB + 3 × 32 KB = 128 KB. The kernel's constants are these (it static_asserts the row count).
+/// AttentionKernel::Wgmma): 3 warpgroups (a TMA K/V producer warp and a Q loader warp, two wgmma
+/// consumers of 64 rows), the same 128-row work items as AttentionMmaSync (the grouping is
+/// shared), key tiles of kKeyBlock in a ring of stages(Dh) stages, two Q buffers (the current and
+/// the next job's): Dh = 128: 2 × Q 32 KB + 2 × (K, V) 64 KB = 192 KB; Dh = 64: 2 × 16 KB + 3 ×
+/// 32 KB = 128 KB. A third K stage at Dh = 128 (224 KB) was slower at every S (session 9,
+/// bench/results/README.md). The kernel's constants are these (it static_asserts the row count).
 struct AttentionWgmma {
   static constexpr int kBlockRows = 128;
   static constexpr int kKeyBlock = 128;

@@ -21,13 +21,19 @@ struct Cta {
   std::int64_t k_begin = 0; ///< the user's first key
   std::int64_t n = 0;       ///< the user's keys (0: exact zeros)
 
-  /// Element offset in q / out of local row i (< item.rows) of this CTA, head h (the kernel
-  /// arguments stay in parameter space instead of being copied into registers).
-  template <int kDh>
-  __device__ __forceinline__ std::int64_t row_offset(const AttentionArgs& a, int i) const {
+  /// Row of q / out ([B·n_seed, H, Dh] as [B·n_seed] rows) of local row i (< item.rows) of this
+  /// CTA: candidate cand_sorted[cand0 + pos / n_seed], seed pos % n_seed (pos = row0 + i).
+  /// < B·n_seed <= INT_MAX (AttentionOp's limits). The kernel arguments stay in parameter space
+  /// instead of being copied into registers.
+  __device__ __forceinline__ std::int64_t out_row(const AttentionArgs& a, int i) const {
     const int pos = item.row0 + i;
     const std::int64_t cand = a.grouping.cand_sorted[item.cand0 + pos / a.n_seed];
-    return (cand * a.n_seed + pos % a.n_seed) * (static_cast<std::int64_t>(a.H) * kDh) +
+    return cand * a.n_seed + pos % a.n_seed;
+  }
+  /// Element offset in q / out of local row i (< item.rows) of this CTA, head h.
+  template <int kDh>
+  __device__ __forceinline__ std::int64_t row_offset(const AttentionArgs& a, int i) const {
+    return out_row(a, i) * (static_cast<std::int64_t>(a.H) * kDh) +
            static_cast<std::int64_t>(h) * kDh;
   }
 };

@@ -6,18 +6,25 @@
 // in the order c, c + grid, c + 2·grid, ... (jobs j = (w = j % items, h = j / items), so the CTAs
 // resident at one time work on neighbouring items of one head and share its users' K/V in L2).
 // The K/V ring runs on from job to job (the producer loads the next job's first tiles while the
-// consumers finish the current one), and each consumer warpgroup loads the next job's Q rows into
-// its second Q buffer when the current job starts (a whole job ahead of their use). 3 warpgroups:
-//   warpgroup 0, producer: one warp streams the user's K and V tiles of kBN = 128 keys into a
-//     kStages ring with TMA (2-D tensor maps over [keys, H·Dh], 64-column boxes, 128-byte
-//     swizzle), full_k / full_v barriers per stage (transaction bytes), waiting on the stage's
-//     empty barrier before a refill. Keys past the user's range in the last tile are masked in S
-//     (they belong to the next user or lie past the tensor, where TMA fills zeros); their V rows
-//     are zeroed in shared memory by the producer before it signals full_v (so 0 · V is 0 even if
-//     the next user's V is not finite).
-//   warpgroups 1 and 2, consumers: 64 query rows each (Q gathered by cp.async into the swizzled
-//     layout, the rows of the grouping's candidates; two buffers: the next job's Q loads while
-//     the current job runs), per tile
+// consumers finish the current one), and the Q rows of job i go to Q buffer i % 2, loaded a whole
+// job ahead of their use. 3 warpgroups:
+//   warpgroup 0 (setmaxnreg 40):
+//     warp 0, K/V producer: streams the user's K and V tiles of kBN = 128 keys into a kStages
+//       ring with TMA (2-D tensor maps over [keys, H·Dh], 64-column boxes, 128-byte swizzle),
+//       full_k / full_v barriers per stage (transaction bytes), waiting on the stage's empty
+//       barrier before a refill. Keys past the user's range in the last tile are masked in S
+//       (they belong to the next user or lie past the tensor, where TMA fills zeros); their V rows
+//       are zeroed in shared memory by the producer before it signals full_v (so 0 · V is 0 even
+//       if the next user's V is not finite).
+//     warp 1, Q loader: per job, once the buffer's previous job is released (q_empty, both
+//       consumer warpgroups), reads the work item and key range, finds each consumer
+//       warpgroup's rows of q (the grouping's candidates) and loads them into the buffer's
+//       swizzled layout: with TMA (2-D map over q [B·n_seed, H·Dh], 64 × 64 boxes) when they are
+//       consecutive rows of q, else with cp.async (rows past the item zero-filled); it publishes
+//       the job (work item, key range, per warpgroup the first out row and whether the TMA-store
+//       epilogue applies) in the buffer's JobSlot and completes q_full. So a consumer starts a
+//       job with one barrier wait and shared-memory reads, never a chain of global loads.
+//   warpgroups 1 and 2, consumers: 64 query rows each, per tile
 //       S = Q Kᵀ        wgmma m64n128k16, both operands in shared memory, FP32 accumulation
 //       online softmax  as the mma.sync kernel: m_new = max(m, rowmax S), α = 2^((m − m_new)·c),
 //                       P = 2^(S·c − m_new·c) (c = scale·log2 e, one FMA, ex2.approx),
@@ -26,7 +33,10 @@
 //                       the A fragment layout), V MN-major in shared memory
 //     software-pipelined inside the warpgroup: tile t's QKᵀ is issued before tile t − 1's PV, and
 //     the softmax of tile t runs while that PV is in flight (the rescale of O by α_t waits for it).
-//   out = RN_st(O · (1/l)), written from registers.
+//   out = RN_st(O · (1/l)): with a.tma_store, a warpgroup whose 64 rows are consecutive rows of
+//     out stages them in its rows of the job's Q buffer and writes them with TMA stores (its
+//     thread 0 waits for their reads before it releases the buffer at the next job's start);
+//     other row blocks are written from registers.
 //
 // The order of every operation is fixed (keys in ascending tiles from the user's first key, MMA
 // k-steps in ascending order), so the output is bitwise stable run to run; each output row depends
@@ -78,9 +88,11 @@ struct Layout {
   static constexpr int kQBuf = kBoxes * kQBox;  // bytes of one Q buffer
   static constexpr int kK = kQ + 2 * kQBuf;
   static constexpr int kV = kK + kStages * kTile;
-  // barriers: full_k[S], full_v[S], empty_k[S], empty_v[S], tail
+  // barriers: full_k[S], full_v[S], empty_k[S], empty_v[S], tail, q_full[2], q_empty[2]; then
+  // the two job slots (JobSlot: what the Q loader publishes per Q buffer)
   static constexpr int kBars = kV + kStages * kTile;
-  static constexpr int kBytes = kBars + (4 * kStages + 1) * 8;
+  static constexpr int kSlots = (kBars + (4 * kStages + 5) * 8 + 15) / 16 * 16;
+  static constexpr int kBytes = kSlots + 2 * 64;
   static constexpr int kAlloc = kBytes + 1024;  // the dynamic base is only 16-byte aligned
   static_assert(kDh % kBoxCols == 0, "Dh must be a multiple of 64");
   static_assert(kAlloc <= 227 * 1024, "the CTA's shared memory exceeds sm_90's");
@@ -95,6 +107,17 @@ __device__ __forceinline__ void wgmma_pv(float (&o)[kDh / 2], const std::uint32_
   if constexpr (kDh == 128) wgmma_rs_n128<T>(o, a, db, 1);
   else wgmma_rs_n64<T>(o, a, db, 1);
 }
+
+/// What the Q loader warp publishes for a job in its Q buffer's slot (shared memory, with q_full):
+/// the job's work item and key range, and per consumer warpgroup the out row of its first row and
+/// whether its 64 rows are 64 consecutive rows of out (the TMA-store epilogue, a.tma_store).
+struct JobSlot {
+  attention_cta::Cta cta;
+  std::int32_t row0[2] = {0, 0};
+  std::int32_t tma_store[2] = {0, 0};
+};
+static_assert(sizeof(JobSlot) <= 64 && alignof(JobSlot) <= 16,
+              "Layout::kSlots reserves 64 bytes a slot, 16-byte aligned");
 
 /// Per consumer thread: the online-softmax state of its two rows (gq, gq + 8 of its warp's 16).
 struct RowState {
@@ -157,7 +180,9 @@ __device__ __forceinline__ void pack_p(const float (&s)[kBN / 2], std::uint32_t 
 template <class T, int kDh, int kStages, bool kPingpong>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_fwd_wgmma_kernel(const AttentionArgs a, const __grid_constant__ CUtensorMap tm_k,
-                               const __grid_constant__ CUtensorMap tm_v) {
+                               const __grid_constant__ CUtensorMap tm_v,
+                               const __grid_constant__ CUtensorMap tm_q,
+                               const __grid_constant__ CUtensorMap tm_o) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using LY = Layout<kDh, kStages>;
   if (fatal_aborted(a.map_error)) return;
@@ -185,6 +210,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto empty_k = [&](int s) { return base + LY::kBars + 8u * (2 * kStages + s); };
   auto empty_v = [&](int s) { return base + LY::kBars + 8u * (3 * kStages + s); };
   const std::uint32_t tail = base + LY::kBars + 8u * (4 * kStages);
+  auto q_full = [&](int b) { return base + LY::kBars + 8u * (4 * kStages + 1 + b); };
+  auto q_empty = [&](int b) { return base + LY::kBars + 8u * (4 * kStages + 3 + b); };
+  JobSlot* const slots = reinterpret_cast<JobSlot*>(smem + LY::kSlots);
   if (t == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_k(s), 1);
@@ -193,70 +221,153 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(empty_v(s), 8);
     }
     mbar_init(tail, 1);
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(q_full(b), 1);   // the Q loader's arrival (+ its TMA bytes)
+      mbar_init(q_empty(b), 2);  // one arrival per consumer warpgroup
+    }
     mbar_init_fence();
   }
   __syncthreads();
 
   const int wg = t / 128, lane = t & 31;
   if (wg == 0) {
-    // ---------------- producer ----------------
     setmaxnreg_dec<40>();
-    if (t >= 32) return;
-    // The ring runs on across jobs: tile g of the CTA (counted over all its jobs) uses stage
-    // g % kStages in round g / kStages, so the next job's first tiles load while the consumers
-    // finish the current one. The tail barrier completes once per partial tile (parity: count).
-    std::uint64_t g = 0;
-    std::uint32_t tails = 0;
-    for (std::int64_t job = first_job; job < jobs; job += job_step) {
-      const attention_cta::Cta cta = job_cta(job);
-      const std::int64_t n = cta.n, n_tiles = tiles_of(n);
-      const int col0 = cta.h * kDh;
-      for (std::int64_t tile = 0; tile < n_tiles; ++tile, ++g) {
-        const int s = static_cast<int>(g % kStages);
-        const std::uint32_t round = static_cast<std::uint32_t>(g / kStages);
-        // K and V of a stage are released separately: K as soon as both warpgroups' QKᵀ of its
-        // tile completed (a tile earlier than V), so the next K load is never behind a PV
-        if (g >= kStages)
-          mbar_wait(empty_k(s), TBE_MUTANT_SWAP(a, kAttnWgmmaEmptyParity, round & 1u, (round - 1) & 1u));
-        const std::int32_t key0 = static_cast<std::int32_t>(cta.k_begin + tile * kBN);
-        const std::uint32_t sk = base + LY::kK + s * LY::kTile, sv = base + LY::kV + s * LY::kTile;
-        if (lane == 0) {
-          mbar_arrive_expect_tx(full_k(s), LY::kTile);
-#pragma unroll
-          for (int b = 0; b < LY::kBoxes; ++b)
-            tma_load_2d(sk + b * LY::kKVBox, &tm_k, col0 + b * kBoxCols, key0, full_k(s));
-        }
-        if (g >= kStages)
-          mbar_wait(empty_v(s), TBE_MUTANT_SWAP(a, kAttnWgmmaEmptyParity, round & 1u, (round - 1) & 1u));
-        const std::int64_t left = n - tile * kBN;
-        const int valid = left < kBN ? static_cast<int>(left) : kBN;
-        if (valid == kBN) {
+    const int warp0 = t >> 5;
+    if (warp0 == 0) {
+      // ---------------- K/V producer ----------------
+      // The ring runs on across jobs: tile g of the CTA (counted over all its jobs) uses stage
+      // g % kStages in round g / kStages, so the next job's first tiles load while the consumers
+      // finish the current one. The tail barrier completes once per partial tile (parity: count).
+      std::uint64_t g = 0;
+      std::uint32_t tails = 0;
+      for (std::int64_t job = first_job; job < jobs; job += job_step) {
+        const attention_cta::Cta cta = job_cta(job);
+        const std::int64_t n = cta.n, n_tiles = tiles_of(n);
+        const int col0 = cta.h * kDh;
+        for (std::int64_t tile = 0; tile < n_tiles; ++tile, ++g) {
+          const int s = static_cast<int>(g % kStages);
+          const std::uint32_t round = static_cast<std::uint32_t>(g / kStages);
+          // K and V of a stage are released separately: K as soon as both warpgroups' QKᵀ of its
+          // tile completed (a tile earlier than V), so the next K load is never behind a PV
+          if (g >= kStages)
+            mbar_wait(empty_k(s), TBE_MUTANT_SWAP(a, kAttnWgmmaEmptyParity, round & 1u, (round - 1) & 1u));
+          const std::int32_t key0 = static_cast<std::int32_t>(cta.k_begin + tile * kBN);
+          const std::uint32_t sk = base + LY::kK + s * LY::kTile, sv = base + LY::kV + s * LY::kTile;
           if (lane == 0) {
-            mbar_arrive_expect_tx(full_v(s), LY::kTile);
+            mbar_arrive_expect_tx(full_k(s), LY::kTile);
 #pragma unroll
             for (int b = 0; b < LY::kBoxes; ++b)
-              tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, full_v(s));
+              tma_load_2d(sk + b * LY::kKVBox, &tm_k, col0 + b * kBoxCols, key0, full_k(s));
           }
-        } else {  // the job's last, partial tile: zero V rows >= valid
-          if (lane == 0) {
-            mbar_arrive_expect_tx(tail, LY::kTile);
+          if (g >= kStages)
+            mbar_wait(empty_v(s), TBE_MUTANT_SWAP(a, kAttnWgmmaEmptyParity, round & 1u, (round - 1) & 1u));
+          const std::int64_t left = n - tile * kBN;
+          const int valid = left < kBN ? static_cast<int>(left) : kBN;
+          if (valid == kBN) {
+            if (lane == 0) {
+              mbar_arrive_expect_tx(full_v(s), LY::kTile);
 #pragma unroll
-            for (int b = 0; b < LY::kBoxes; ++b)
-              tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, tail);
+              for (int b = 0; b < LY::kBoxes; ++b)
+                tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, full_v(s));
+            }
+          } else {  // the job's last, partial tile: zero V rows >= valid
+            if (lane == 0) {
+              mbar_arrive_expect_tx(tail, LY::kTile);
+#pragma unroll
+              for (int b = 0; b < LY::kBoxes; ++b)
+                tma_load_2d(sv + b * LY::kKVBox, &tm_v, col0 + b * kBoxCols, key0, tail);
+            }
+            mbar_wait(tail, tails & 1u);
+            ++tails;
+            unsigned char* v_tile = smem + LY::kV + s * LY::kTile;
+            for (int idx = lane; idx < LY::kBoxes * (kBN - valid) * 8; idx += 32) {
+              const int b = idx / ((kBN - valid) * 8), rest = idx % ((kBN - valid) * 8);
+              const int row = valid + rest / 8, chunk = rest % 8;
+              *reinterpret_cast<uint4*>(v_tile + b * LY::kKVBox + row * 128 + chunk * 16) =
+                  make_uint4(0, 0, 0, 0);
+            }
+            fence_proxy_async_smem();
+            __syncwarp();
+            if (lane == 0) mbar_arrive(full_v(s));
           }
-          mbar_wait(tail, tails & 1u);
-          ++tails;
-          unsigned char* v_tile = smem + LY::kV + s * LY::kTile;
-          for (int idx = lane; idx < LY::kBoxes * (kBN - valid) * 8; idx += 32) {
-            const int b = idx / ((kBN - valid) * 8), rest = idx % ((kBN - valid) * 8);
-            const int row = valid + rest / 8, chunk = rest % 8;
-            *reinterpret_cast<uint4*>(v_tile + b * LY::kKVBox + row * 128 + chunk * 16) =
-                make_uint4(0, 0, 0, 0);
-          }
-          fence_proxy_async_smem();
-          __syncwarp();
-          if (lane == 0) mbar_arrive(full_v(s));
         }
+      }
+    } else if (warp0 == 1) {
+      // ---------------- Q loader ----------------
+      // Job i of the CTA (i = 0, 1, ...) uses Q buffer i % 2: once both consumer warpgroups
+      // released the buffer's previous job (q_empty), the loader reads the job's work item and
+      // key range, finds where each warpgroup's rows are (their out rows: the rows of q), loads
+      // them (a TMA box of 64 rows per 64-column box when the rows are consecutive rows of q,
+      // else cp.async with rows past the item zero-filled) and publishes the job in the buffer's
+      // slot, completing q_full. A whole job ahead of the consumers, so they never wait on a
+      // global load at a job's start.
+      const T* __restrict__ q = static_cast<const T*>(a.q);
+      const std::int64_t HD = static_cast<std::int64_t>(a.H) * kDh;
+      std::uint32_t i = 0;
+      for (std::int64_t job = first_job; job < jobs; job += job_step, ++i) {
+        const int qb = static_cast<int>(i & 1u);
+        if (i >= 2) mbar_wait(q_empty(qb), ((i >> 1) - 1) & 1u);
+        JobSlot& slot = slots[qb];  // free: its last reader released the buffer
+        const attention_cta::Cta cta = job_cta(job);
+        if (lane == 0) slot.cta = cta;
+        std::uint32_t tma_halves = 0;  // bit cw: warpgroup cw's rows are consecutive rows of q
+        if (cta.n > 0) {
+#pragma unroll 1
+          for (int cw = 0; cw < 2; ++cw) {
+            const int rows_cw = min(max(cta.item.rows - 64 * cw, 0), 64);
+            std::int64_t r0 = 0;
+            bool consecutive = false;
+            if (rows_cw > 0) {  // else the warpgroup's results are never stored
+              r0 = cta.out_row(a, 64 * cw);
+              bool mine = true;
+#pragma unroll 1
+              for (int r = lane; r < rows_cw; r += 32) mine = mine && cta.out_row(a, 64 * cw + r) == r0 + r;
+              consecutive = __all_sync(0xffffffffu, mine);
+            }
+            if (consecutive) tma_halves |= 1u << cw;
+            if (lane == 0) {
+              slot.row0[cw] = static_cast<std::int32_t>(r0);
+              slot.tma_store[cw] = a.tma_store && consecutive && rows_cw == 64;
+            }
+          }
+          if (lane == 0 && tma_halves != 0) {
+            mbar_expect_tx(q_full(qb), __popc(tma_halves) * LY::kBoxes * 64 * 128);
+#pragma unroll 1
+            for (int cw = 0; cw < 2; ++cw)
+              if (tma_halves & (1u << cw))
+#pragma unroll
+                for (int b = 0; b < LY::kBoxes; ++b)
+                  tma_load_2d(base + LY::kQ + qb * LY::kQBuf + b * LY::kQBox + 64 * cw * 128,
+                              &tm_q, cta.h * kDh + b * kBoxCols, slot.row0[cw], q_full(qb));
+          }
+          bool copied = false;
+#pragma unroll 1
+          for (int cw = 0; cw < 2; ++cw) {
+            const int rows_cw = min(max(cta.item.rows - 64 * cw, 0), 64);
+            if (rows_cw == 0 || (tma_halves & (1u << cw))) continue;
+            copied = true;
+#pragma unroll 1
+            for (int r = lane; r < 64; r += 32) {  // rows past the item zero-filled
+              const int row = 64 * cw + r;
+              const bool ok = r < rows_cw;
+              const T* src = ok ? q + cta.out_row(a, row) * HD + cta.h * kDh : q;
+              unsigned char* dst = smem + LY::kQ + qb * LY::kQBuf + row * 128;
+#pragma unroll 1
+              for (int ch = 0; ch < kChunks; ++ch)
+                cp_async16(dst + (ch / 8) * LY::kQBox + (((ch % 8) ^ (row & 7)) << 4),
+                           ok ? src + ch * 8 : q, ok ? 16 : 0);
+            }
+          }
+          if (copied) {
+            cp_async_commit();
+            cp_async_wait<0>();
+            fence_proxy_async_smem();  // the consumers' wgmma (async proxy) reads these rows
+          }
+        } else if (lane == 0) {
+          slot.tma_store[0] = slot.tma_store[1] = 0;
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(q_full(qb));  // release: the slot, and the rows copied above
       }
     }
     return;
@@ -268,27 +379,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tw = t - 128 * wg;             // thread in the warpgroup
   const int warp = tw >> 5;                // warp in the warpgroup: rows 16·warp ..
   const int gq = lane >> 2, cq = lane & 3;
-  const T* __restrict__ q = static_cast<const T*>(a.q);
-  // Q rows of this warpgroup for job `c` (rows past c's rows zero-filled) into Q buffer qb,
-  // swizzled as TMA would write them: cp.async, waited for by q_ready (the warpgroup's named
-  // barrier 1 + cw)
-  auto load_q = [&](const attention_cta::Cta& c, int qb) {
-    for (int idx = tw; idx < 64 * kChunks; idx += 128) {
-      const int i = idx / kChunks, ch = idx % kChunks;  // local row in the warpgroup, chunk
-      const int row = 64 * cw + i;
-      const bool ok = row < c.item.rows;
-      const int b = ch / 8, cc = ch % 8;
-      unsigned char* dst =
-          smem + LY::kQ + qb * LY::kQBuf + b * LY::kQBox + row * 128 + ((cc ^ (row & 7)) << 4);
-      cp_async16(dst, ok ? q + c.row_offset<kDh>(a, row) + ch * 8 : q, ok ? 16 : 0);
-    }
-    cp_async_commit();
-  };
-  auto q_ready = [&] {
-    cp_async_wait<0>();
-    fence_proxy_async_smem();
-    named_barrier_sync(1 + cw, 128);
-  };
   const float c2 = a.scale_log2;
   float o[kDh / 2];
   float s[kBN / 2];
@@ -349,16 +439,24 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (!(keep && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
     }
   };
+  // Job i of the CTA is in Q buffer i % 2 (the loader's slot); the warpgroup releases it
+  // (q_empty) when it starts job i + 1, after its TMA store of job i read the buffer.
+  auto slot_ready = [&](std::uint32_t i) { mbar_wait(q_full(static_cast<int>(i & 1u)), (i >> 1) & 1u); };
 
   std::uint64_t g0 = 0;        // ring tiles of the CTA's earlier jobs (as the producer counts)
-  bool q_loaded = false;       // the current job's Q was requested during the previous job
-  int qb = 0;                  // the current job's Q buffer
   bool turn_granted = false;   // warpgroup 1 handed its last turn of the previous job over
-  bool have_next = false;      // next_cta holds this job's Cta (read during the previous job)
-  attention_cta::Cta next_cta;
-  for (std::int64_t job = first_job; job < jobs; job += job_step) {
-    const attention_cta::Cta cta = have_next ? next_cta : job_cta(job);
-    have_next = false;
+  std::uint32_t i = 0;
+  for (std::int64_t job = first_job; job < jobs; job += job_step, ++i) {
+    const int qb = static_cast<int>(i & 1u);
+    slot_ready(i);
+    const JobSlot& slot = slots[qb];
+    const attention_cta::Cta cta = slot.cta;
+    const bool tma_out = slot.tma_store[cw] != 0;
+    const std::int32_t out_row0 = slot.row0[cw];
+    if (i > 0 && tw == 0) {  // the previous job's buffer: no QKᵀ or TMA store reads it any more
+      bulk_wait_group_read<0>();
+      mbar_arrive(q_empty(qb ^ 1));
+    }
     const int rows = cta.item.rows;
     const std::int64_t n = cta.n;
     if (n == 0) {  // empty key range: exact zeros (docs/ikbo.md)
@@ -366,22 +464,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       continue;
     }
     const std::int64_t n_tiles = tiles_of(n);
-    if (!q_loaded) load_q(cta, qb);
-    q_ready();  // the warpgroup is past its previous job: the other Q buffer is free
-    q_loaded = false;
-    bool next_has_tiles = false;
-    if (job + job_step < jobs) {  // the next job's Q, a whole job ahead of its use
-      next_cta = job_cta(job + job_step);
-      have_next = true;
-      if (next_cta.n > 0) {
-        load_q(next_cta, qb ^ 1);
-        q_loaded = true;
-      }
-      next_has_tiles = tiles_of(next_cta.n) > 0;
-    }
     RowState st;
 #pragma unroll
-    for (int i = 0; i < kDh / 2; ++i) o[i] = 0.0f;
+    for (int k = 0; k < kDh / 2; ++k) o[k] = 0.0f;
     auto stage_of = [&](std::int64_t tile) { return static_cast<int>((g0 + tile) % kStages); };
     auto parity_of = [&](std::int64_t tile) {
       return static_cast<std::uint32_t>((g0 + tile) / kStages) & 1u;
@@ -423,6 +508,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (n_tiles > 0) {
+      // does the next job have key tiles (warpgroup 1 hands its last turn to it)? Its slot is
+      // the loader's, a job ahead: waiting here costs nothing the next job would not wait anyway
+      bool next_has_tiles = false;
+      if (job + job_step < jobs) {
+        slot_ready(i + 1);
+        next_has_tiles = tiles_of(slots[qb ^ 1].cta.n) > 0;
+      }
       const int sl = stage_of(n_tiles - 1);
       mbar_wait(full_v(sl), parity_of(n_tiles - 1));
       fence_regs(p);
@@ -435,28 +527,66 @@ __global__ void __launch_bounds__(kThreads, 1)
       release_v(sl);
     }
     g0 += static_cast<std::uint64_t>(n_tiles);
-    if (q_loaded) qb ^= 1;
 
     // ---- out = RN_st(O · (1/l)) ----
+    float inv[2];
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       float lsum = st.l[hr];
       lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
       lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
-      const float inv = 1.0f / lsum;
-      const int i = 64 * cw + warp * 16 + gq + 8 * hr;
-      if (i >= rows) continue;
-      T* orow = out + cta.row_offset<kDh>(a, i) + 2 * cq;
+      inv[hr] = 1.0f / lsum;
+    }
+    if (tma_out) {
+      // staged in this warpgroup's rows of the job's Q buffer (every QKᵀ that read it is done), in
+      // the layout TMA reads (the 16-byte chunk c of row r at c ^ (r & 7): conflict-free, each
+      // store instruction's 8 rows hit 8 different chunks), then one TMA store per 64-column box
+      unsigned char* qbuf = smem + LY::kQ + qb * LY::kQBuf;
 #pragma unroll
-      for (int j = 0; j < kDh / 8; ++j)
-        *reinterpret_cast<std::uint32_t*>(orow + j * 8) =
-            pack2<T>(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+      for (int hr = 0; hr < 2; ++hr) {
+        const int r = 64 * cw + warp * 16 + gq + 8 * hr;
+#pragma unroll
+        for (int j = 0; j < kDh / 8; ++j)
+          *reinterpret_cast<std::uint32_t*>(qbuf + (j / 8) * LY::kQBox + r * 128 +
+                                            (((j % 8) ^ (r & 7)) << 4) + 4 * cq) =
+              pack2<T>(o[4 * j + 2 * hr] * inv[hr], o[4 * j + 2 * hr + 1] * inv[hr]);
+      }
+      fence_proxy_async_smem();
+      named_barrier_sync(1 + cw, 128);
+      if (tw == 0) {
+        const std::uint32_t src = base + LY::kQ + qb * LY::kQBuf + 64 * cw * 128;
+#pragma unroll
+        for (int b = 0; b < LY::kBoxes; ++b)
+          tma_store_2d(&tm_o, cta.h * kDh + b * kBoxCols,
+                       TBE_MUTANT_SWAP(a, kAttnTmaStoreRowShift, out_row0 + 1, out_row0),
+                       src + b * LY::kQBox);
+        bulk_commit_group();
+        if (a.epilogue_counts != nullptr) atomicAdd(a.epilogue_counts, 1ull);
+      }
+    } else {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int r = 64 * cw + warp * 16 + gq + 8 * hr;
+        if (r >= rows) continue;
+        T* orow = out + cta.row_offset<kDh>(a, r) + 2 * cq;
+#pragma unroll
+        for (int j = 0; j < kDh / 8; ++j)
+          *reinterpret_cast<std::uint32_t*>(orow + j * 8) =
+              pack2<T>(o[4 * j + 2 * hr] * inv[hr], o[4 * j + 2 * hr + 1] * inv[hr]);
+      }
+      if (tw == 0 && a.epilogue_counts != nullptr && 64 * cw < rows)
+        atomicAdd(a.epilogue_counts + 1, 1ull);
     }
   }
+  // every TMA store of the warpgroup completes (reads and global writes) before the CTA and its
+  // shared memory end (no bulk group: no wait)
+  if (tw == 0) bulk_wait_group<0>();
 #else
   (void)a;
   (void)tm_k;
   (void)tm_v;
+  (void)tm_q;
+  (void)tm_o;
   __trap();  // compiled for sm_90a only (AttentionOp selects this kernel on such devices)
 #endif
 }
@@ -476,6 +606,12 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
       make_tensor_map_2d_swizzle128(no_keys ? a.out : a.k, bf16, rows, HD, kBoxCols, kBN);
   const CUtensorMap tv =
       make_tensor_map_2d_swizzle128(no_keys ? a.out : a.v, bf16, rows, HD, kBoxCols, kBN);
+  // q and out [B·n_seed, H·Dh] in boxes of 64 columns × 64 rows (one consumer warpgroup's rows):
+  // the Q loader's TMA loads of consecutive rows, the epilogue's TMA stores (a.tma_store)
+  const CUtensorMap tq =
+      make_tensor_map_2d_swizzle128(a.q, bf16, a.B * a.n_seed, HD, kBoxCols, kBM / 2);
+  const CUtensorMap to =
+      make_tensor_map_2d_swizzle128(a.out, bf16, a.B * a.n_seed, HD, kBoxCols, kBM / 2);
   auto go = [&](auto kernel, int smem) {
     cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                "ikbo attention (wgmma): shared memory size");
@@ -483,7 +619,7 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
     // than the jobs' upper bound (work slots × heads)
     const std::int64_t jobs = static_cast<std::int64_t>(a.grouping.work_slots) * a.H;
     const auto grid = static_cast<unsigned>(jobs < a.persistent_ctas ? jobs : a.persistent_ctas);
-    kernel<<<grid, kThreads, smem, stream>>>(a, tk, tv);
+    kernel<<<grid, kThreads, smem, stream>>>(a, tk, tv, tq, to);
     check_launch("ikbo attention forward (wgmma)");
   };
   constexpr int kS64 = Policy::stages(64), kS128 = Policy::stages(128);

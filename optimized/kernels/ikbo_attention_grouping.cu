@@ -106,37 +106,49 @@ __global__ void work_items_kernel(AttentionWorkItem* items, std::int32_t slots,
 }
 
 using OneCta = tuning::AttentionGroupingOneCta;
+using OneCtaSort = cub::BlockRadixSort<std::uint32_t, OneCta::kThreads, OneCta::kItems, std::int32_t>;
+using OneCtaScan = cub::BlockScan<std::int32_t, OneCta::kThreads>;
+using OneCtaMin = cub::BlockReduce<unsigned long long, OneCta::kThreads>;
+
+/// Shared memory of grouping_one_cta_kernel (dynamic: 64 KB of run data past the static limit).
+struct OneCtaShared {
+  static constexpr int kCap = OneCta::kMaxCandidates;
+  union {
+    typename OneCtaSort::TempStorage sort;
+    struct {
+      std::uint32_t key[kCap];        // sorted keys; then run users (run_user[r], r < runs)
+      std::int32_t start[kCap];       // run starts
+      std::int32_t count[kCap];       // run counts (0 past the runs)
+      std::int32_t work_end[kCap];    // inclusive scan of the runs' row blocks
+    } a;
+  };
+  union {
+    typename OneCtaScan::TempStorage scan;
+    typename OneCtaMin::TempStorage min;
+  } red;
+};
 
 /// The whole grouping of B <= OneCta::kMaxCandidates candidates and the map check in one CTA of
 /// OneCta::kThreads threads, thread t holding positions [t·kItems, t·kItems + kItems) (blocked):
 ///   map check     map_error := the first bad position (block min), or kLceMapOk;
 ///   sort          cub::BlockRadixSort of (key, position) on bits [0, key_bits), stable (the
-///                 positions past B carry key 0xffffffff: they sort after every real one);
+///                 positions past B carry key 0xffffffff: they sort after every real one); skipped
+///                 when the keys' sort bits are already non-decreasing (a sorted map, the common
+///                 layout: the stable sort is then the identity);
 ///   runs          heads where the full 32-bit key changes (as DeviceRunLengthEncode compares),
 ///                 numbered by a block exclusive scan; run r's start is its head's position, its
 ///                 count the next start minus it (B for the last);
 ///   work list     work_end = inclusive scan of run_blocks over the B run slots (0 past the runs),
-///                 then items[w] for every slot as work_items_kernel writes them.
+///                 then items[w] for every slot as work_items_kernel writes them, from the run
+///                 data in shared memory (no global round trip).
 /// Writes exactly what the device-wide build does (run_user only for r < num_runs).
 __global__ void __launch_bounds__(OneCta::kThreads, 1)
     grouping_one_cta_kernel(const std::int32_t* __restrict__ map, std::int32_t B, std::int64_t U,
                             std::int64_t n_seed, int block_rows, int key_bits, AttentionGrouping g,
                             unsigned long long* map_error TBE_MUTANT_PARAM(m)) {
-  constexpr int kT = OneCta::kThreads, kI = OneCta::kItems, kCap = OneCta::kMaxCandidates;
-  using Sort = cub::BlockRadixSort<std::uint32_t, kT, kI, std::int32_t>;
-  using Scan = cub::BlockScan<std::int32_t, kT>;
-  using Min = cub::BlockReduce<unsigned long long, kT>;
-  __shared__ union {
-    typename Sort::TempStorage sort;
-    struct {
-      std::uint32_t key[kCap];       // sorted keys; then work_end
-      std::int32_t start[kCap];      // run starts
-    } a;
-  } sm;
-  __shared__ union {
-    typename Scan::TempStorage scan;
-    typename Min::TempStorage min;
-  } red;
+  constexpr int kT = OneCta::kThreads, kI = OneCta::kItems;
+  extern __shared__ __align__(16) unsigned char grouping_smem[];
+  OneCtaShared& sm = *reinterpret_cast<OneCtaShared*>(grouping_smem);
   const int t = static_cast<int>(threadIdx.x);
   std::uint32_t key[kI];
   std::int32_t val[kI];
@@ -153,9 +165,20 @@ __global__ void __launch_bounds__(OneCta::kThreads, 1)
         bad = static_cast<unsigned long long>(pos);
     }
   }
-  bad = Min(red.min).Reduce(bad, [](unsigned long long x, unsigned long long y) { return x < y ? x : y; });
-  if (t == 0) *map_error = bad;
-  Sort(sm.sort).Sort(key, val, 0, key_bits);
+  // already in order on the sort's bits? (thread t's last key against thread t + 1's first)
+  const std::uint32_t bits = key_bits >= 32 ? 0xffffffffu : (1u << key_bits) - 1u;
+  bool in_order = true;
+#pragma unroll
+  for (int i = 0; i + 1 < kI; ++i) in_order = in_order && (key[i] & bits) <= (key[i + 1] & bits);
+  sm.a.key[t] = key[0];
+  bad = OneCtaMin(sm.red.min).Reduce(bad, [](unsigned long long x, unsigned long long y) { return x < y ? x : y; });
+  if (t == 0) {
+    *map_error = bad;
+    if (g.epilogue_counts != nullptr) g.epilogue_counts[0] = g.epilogue_counts[1] = 0;
+  }
+  __syncthreads();  // the first keys
+  if (t + 1 < kT) in_order = in_order && (key[kI - 1] & bits) <= (sm.a.key[t + 1] & bits);
+  if (!__syncthreads_and(in_order)) OneCtaSort(sm.sort).Sort(key, val, 0, key_bits);
   __syncthreads();  // the sort's storage is reused below
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
@@ -171,14 +194,16 @@ __global__ void __launch_bounds__(OneCta::kThreads, 1)
     head[i] = pos < B && (pos == 0 || key[i] != sm.a.key[pos - 1]) ? 1 : 0;
   }
   std::int32_t runs = 0;
-  Scan(red.scan).ExclusiveSum(head, run, runs);
+  OneCtaScan(sm.red.scan).ExclusiveSum(head, run, runs);  // its barriers: every head was read
+  std::int32_t* run_user = reinterpret_cast<std::int32_t*>(sm.a.key);
 #pragma unroll
   for (int i = 0; i < kI; ++i)
     if (head[i]) {
       sm.a.start[run[i]] = t * kI + i;
+      run_user[run[i]] = static_cast<std::int32_t>(key[i]);
       g.run_user[run[i]] = static_cast<std::int32_t>(key[i]);
     }
-  __syncthreads();  // run starts complete; the sorted keys are no longer read
+  __syncthreads();  // run starts and users complete
   std::int32_t count[kI], blocks[kI], end[kI];
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
@@ -186,6 +211,7 @@ __global__ void __launch_bounds__(OneCta::kThreads, 1)
     const std::int32_t start = r < runs ? sm.a.start[r] : B;
     count[i] = r < runs ? (r + 1 < runs ? sm.a.start[r + 1] : B) - start : 0;
     blocks[i] = run_blocks(count[i], n_seed, block_rows);
+    sm.a.count[r] = count[i];
     if (r < B) {
       g.run_count[r] = count[i];
       g.run_start[r] = start;
@@ -193,19 +219,18 @@ __global__ void __launch_bounds__(OneCta::kThreads, 1)
   }
   std::int32_t total = 0;
   __syncthreads();  // the scan storage is reused
-  Scan(red.scan).InclusiveSum(blocks, end, total);
-  auto* work_end = reinterpret_cast<std::int32_t*>(sm.a.key);
+  OneCtaScan(sm.red.scan).InclusiveSum(blocks, end, total);
 #pragma unroll
   for (int i = 0; i < kI; ++i) {
     const std::int32_t r = t * kI + i;
-    work_end[r] = end[i];
+    sm.a.work_end[r] = end[i];
     if (r < B) g.work_end[r] = end[i];
   }
   if (t == 0) *g.num_runs = runs;
-  __syncthreads();  // work_end in shared memory; run_count / run_start / run_user in global
+  __syncthreads();  // work_end, counts, starts and users in shared memory
   const std::int32_t items = work_list_end(total TBE_MUTANT_FORWARD(m));
   for (std::int32_t w = t; w < g.work_slots; w += kT)
-    g.items[w] = w < items ? work_item_at(w, work_end, B, g.run_user, g.run_start, g.run_count,
+    g.items[w] = w < items ? work_item_at(w, sm.a.work_end, B, run_user, sm.a.start, sm.a.count,
                                           n_seed, block_rows)
                            : AttentionWorkItem{};
 }
@@ -241,13 +266,20 @@ void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B,
                                unsigned long long* map_error, cudaStream_t stream) {
   const int n = static_cast<int>(B);
   if (g.one_cta) {  // AttentionOp: B <= kMaxCandidates
-    grouping_one_cta_kernel<<<1, OneCta::kThreads, 0, stream>>>(
+    cuda_check(cudaFuncSetAttribute(grouping_one_cta_kernel,  // 64 KB of dynamic shared memory
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(sizeof(OneCtaShared))),
+               "ikbo attention: grouping shared memory size");
+    grouping_one_cta_kernel<<<1, OneCta::kThreads, sizeof(OneCtaShared), stream>>>(
         cand_to_user, n, U, n_seed, block_rows, key_bits(U), g, map_error TBE_MUTANT_ARG);
     check_launch("ikbo attention: grouping (one CTA)");
     return;
   }
   cuda_check(cudaMemsetAsync(map_error, 0xff, sizeof(unsigned long long), stream),
              "ikbo attention: reset map flag");
+  if (g.epilogue_counts != nullptr)
+    cuda_check(cudaMemsetAsync(g.epilogue_counts, 0, 2 * sizeof(unsigned long long), stream),
+               "ikbo attention: reset epilogue counters");
   launch_lce_map_check(cand_to_user, B, U, map_error, stream);
   std::size_t temp = g.temp_bytes;
   iota_kernel<<<blocks_for(B), kThreads, 0, stream>>>(g.cand_iota, n);

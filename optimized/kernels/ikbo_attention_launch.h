@@ -40,6 +40,9 @@ struct AttentionGrouping {
   std::int32_t* work_end = nullptr;     ///< [R] inclusive sum over runs of ceil(count·n_seed / block_rows)
   std::int32_t* num_runs = nullptr;     ///< [1]
   AttentionWorkItem* items = nullptr;   ///< [work_slots] (rows 0 past the work list)
+  /// [2] or null: the wgmma kernel's epilogue counters (AttentionArgs::epilogue_counts), zeroed
+  /// by the grouping so that the counts are those of one call
+  unsigned long long* epilogue_counts = nullptr;
   /// Upper bound of the work items: ceil(B·n_seed / 128) + min(U, B) (each run adds at most
   /// one partial block); the mma.sync kernel's grid x
   std::int32_t work_slots = 0;
@@ -64,8 +67,9 @@ std::size_t attention_grouping_temp_bytes(std::int64_t B, std::int64_t U);
 /// blocks of `block_rows` query rows (a run of c candidates has c·n_seed rows), scans, then the
 /// work list (one thread per slot, a binary search over work_end: the CTAs start with one 16-byte
 /// load instead of ~log2(B) dependent ones). g.one_cta: all of it in one launch of one CTA (the
-/// sort in registers); else a flag reset, the map check kernel and the CUB device-wide build.
-/// Both give the same cand_sorted, runs (run_user for r < num_runs), work_end and items. B >= 1.
+/// sort in registers, skipped for a map already in order); else a flag reset, the map check
+/// kernel and the CUB device-wide build. Both give the same cand_sorted, runs (run_user for r <
+/// num_runs), work_end and items, and zero g.epilogue_counts when it is set. B >= 1.
 void launch_attention_grouping(const std::int32_t* cand_to_user, std::int64_t B, std::int64_t U,
                                std::int64_t n_seed, int block_rows, const AttentionGrouping& g,
                                unsigned long long* map_error, cudaStream_t stream);
@@ -88,6 +92,13 @@ struct AttentionArgs {
   int kv_stages = 2;                 ///< K/V tiles in the cp.async ring: 2, or 3 (key_block 128)
   bool wgmma = false;                ///< the sm_90a kernel (TMA, wgmma, warp specialization)
   bool pingpong = true;              ///< wgmma: consumer warpgroups take turns on the MMAs
+  /// wgmma: a consumer warpgroup whose 64 rows are 64 consecutive rows of out stages RN(O / l) in
+  /// its (then free) Q buffer and writes them with TMA stores (a tensor map over out [B·n_seed,
+  /// H·Dh], boxes of 64 × 64); other row blocks are written from registers. Bitwise the same out.
+  bool tma_store = false;
+  /// wgmma: [0] row blocks of 64 written by TMA, [1] row blocks (1..64 rows) written from
+  /// registers; a.grouping zeroes them first. Null: not counted.
+  unsigned long long* epilogue_counts = nullptr;
   int persistent_ctas = 0;           ///< wgmma: CTAs of the persistent grid (the device's SMs)
   std::int64_t total_keys = 0;       ///< rows of k and v (the TMA tensor maps' extent; wgmma)
   float scale_log2 = 0.0f;           ///< scale · log2(e), rounded to FP32

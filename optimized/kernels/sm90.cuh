@@ -1,8 +1,9 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a), TMA bulk tensor copies and mbarriers: the
 // few PTX instructions the wgmma attention kernel (ikbo_attention_fwd_wgmma.cuh) uses, as inline
-// functions. Device code for sm_90a only (compiled into the tbe_optimized_sm90a objects,
+// functions (the TMA stores of its epilogue included: cp.async.bulk.tensor shared -> global in
+// bulk groups). Device code for sm_90a only (compiled into the tbe_optimized_sm90a objects,
 // optimized/CMakeLists.txt). PTX ISA 8.x: "Asynchronous Warpgroup Level Matrix Multiply-Accumulate",
-// "Tensor copy" (cp.async.bulk.tensor), "mbarrier".
+// "Tensor copy" (cp.async.bulk.tensor), "mbarrier", "bar.red".
 //
 // Shared-memory matrix descriptors (make_smem_desc) describe tiles written by TMA with
 // CU_TENSOR_MAP_SWIZZLE_128B: rows of 128 bytes (64 16-bit elements), the 16-byte chunk c of row
@@ -140,6 +141,10 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t bar, std::ui
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
+/// `bytes` more expected TMA transactions in the current phase, without an arrival.
+__device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
 /// Waits until the barrier's phase with parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
   asm volatile(
@@ -159,6 +164,33 @@ __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const void* tmap,
       "r"(bar)
       : "memory");
 }
+/// 2-D tensor tile from shared memory at `src` (the layout tma_load_2d writes) to the tensor map's
+/// box at coordinates (c0 innermost, c1), in the calling thread's current bulk group (commit with
+/// bulk_commit_group). Elements outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const void* tmap, std::int32_t c0, std::int32_t c1,
+                                             std::uint32_t src) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+          reinterpret_cast<std::uint64_t>(tmap)),
+      "r"(c0), "r"(c1), "r"(src)
+      : "memory");
+}
+/// Closes the calling thread's bulk group of TMA stores.
+__device__ __forceinline__ void bulk_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+/// Waits until at most N of the calling thread's bulk groups still read their shared memory (the
+/// source may be overwritten after it).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+/// Waits until at most N of the calling thread's bulk groups are incomplete (their global writes
+/// done).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 /// Orders this thread's generic-proxy shared-memory writes before later async-proxy accesses
 /// (wgmma operand reads, TMA).
 __device__ __forceinline__ void fence_proxy_async_smem() {
@@ -167,6 +199,18 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 /// Named barrier `id` (1..15) over `threads` threads (a multiple of 32).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/// Named barrier `id` over `threads` threads that also ANDs `pred` over them: true for every
+/// participant iff every participant passed true.
+__device__ __forceinline__ bool named_barrier_and(int id, int threads, bool pred) {
+  std::uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.b32 p, %1, 0;\n"
+      "bar.red.and.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(r)
+      : "r"(static_cast<std::uint32_t>(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return r != 0;
 }
 /// Arrives at named barrier `id` without waiting (the other threads of its count wait there).
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {

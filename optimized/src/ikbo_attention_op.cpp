@@ -100,6 +100,10 @@ Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuni
     return Status::Invalid("tuning.kv_stages",
                            "tuning.kv_stages: 3 needs tuning.key_block = 128 (compiled for it "
                            "only), got key_block " + s(tuning.key_block));
+  if (tuning.epilogue == AttentionEpilogue::TmaStore && tuning.kernel == AttentionKernel::MmaSync)
+    return Status::Invalid("tuning.epilogue",
+                           "tuning.epilogue: tma-store is an epilogue of the wgmma kernel, "
+                           "tuning.kernel is mma-sync");
   if (tuning.grouping == AttentionGroupingBuild::OneCta &&
       p.B > tuning::AttentionGroupingOneCta::kMaxCandidates)
     return Status::Invalid("tuning.grouping",
@@ -130,16 +134,20 @@ struct AttentionOp::Plan {
   int item_slots = 0;  ///< work_slots(p): detail::AttentionGrouping::work_slots
   int persistent_ctas = 0;  ///< the device's SMs (the wgmma kernel's persistent grid)
   bool one_cta_grouping = false;  ///< tuning.grouping resolved
+  bool tma_store = false;  ///< tuning.epilogue resolved (wgmma only)
   float scale_log2 = 0.0f;
   // workspace layout (byte offsets)
   std::size_t ws_flag = 0, ws_keys = 0, ws_iota = 0, ws_sorted = 0, ws_run_user = 0,
               ws_run_count = 0, ws_run_start = 0, ws_blocks = 0, ws_work_end = 0, ws_num_runs = 0,
-              ws_items = 0, ws_temp = 0, temp_bytes = 0, ws_total = 0;
-  std::vector<std::string> paths;
+              ws_items = 0, ws_epilogue = 0, ws_temp = 0, temp_bytes = 0, ws_total = 0;
+  std::vector<std::string> plan_paths;  ///< what the plan runs
+  std::vector<std::string> paths;       ///< plan_paths, then the epilogues of the last finish()
+  EpilogueBlocks epilogue;              ///< of the last finish()
   // last run
   cudaStream_t stream = nullptr;
   bool ran = false;
   unsigned long long* map_error = nullptr;
+  const unsigned long long* epilogue_counts = nullptr;  ///< [2] (wgmma; B > 0)
 
   detail::AttentionGrouping grouping(void* ws) const {
     char* b = static_cast<char*>(ws);
@@ -151,6 +159,9 @@ struct AttentionOp::Plan {
     g.work_end = reinterpret_cast<std::int32_t*>(b + ws_work_end);
     g.num_runs = reinterpret_cast<std::int32_t*>(b + ws_num_runs);
     g.items = reinterpret_cast<detail::AttentionWorkItem*>(b + ws_items);
+    g.epilogue_counts =
+        kernel == AttentionKernel::Wgmma ? reinterpret_cast<unsigned long long*>(b + ws_epilogue)
+                                         : nullptr;
     g.work_slots = item_slots;
     g.one_cta = one_cta_grouping;
     g.keys_sorted = reinterpret_cast<std::uint32_t*>(b + ws_keys);
@@ -206,6 +217,12 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
     cuda_check(cudaDeviceGetAttribute(&P.persistent_ctas, cudaDevAttrMultiProcessorCount, dev),
                "cudaDeviceGetAttribute");
   }
+  if (tuning.epilogue == AttentionEpilogue::TmaStore && P.kernel != AttentionKernel::Wgmma)
+    throw InvalidArgument("tuning.epilogue",
+                          "tuning.epilogue: tma-store is an epilogue of the wgmma kernel, "
+                          "tuning.kernel " + std::string(to_string(tuning.kernel)) +
+                              " runs mma-sync here");
+  P.tma_store = P.kernel == AttentionKernel::Wgmma && tuning.epilogue != AttentionEpilogue::Registers;
   if (P.kernel == AttentionKernel::Wgmma)
     P.paths.push_back("attention.wgmma.dh" + s(p.Dh) + ".kb" +
                       s(tuning::AttentionWgmma::kKeyBlock) + ".stages" +
@@ -238,10 +255,12 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
     P.ws_num_runs = L.add(4);
     P.item_slots = static_cast<int>(work_slots(p));  // <= INT_MAX: check_limits
     P.ws_items = L.add(static_cast<std::size_t>(P.item_slots) * sizeof(detail::AttentionWorkItem));
+    P.ws_epilogue = L.add(2 * sizeof(unsigned long long));
     P.temp_bytes = detail::attention_grouping_temp_bytes(p.B, p.U);
     P.ws_temp = L.add(P.temp_bytes);
   }
   P.ws_total = L.total;
+  P.plan_paths = P.paths;
 }
 
 AttentionOp::~AttentionOp() = default;
@@ -251,6 +270,16 @@ AttentionOp& AttentionOp::operator=(AttentionOp&&) noexcept = default;
 std::size_t AttentionOp::workspace_bytes() const { return plan_->ws_total; }
 const std::vector<std::string>& AttentionOp::paths() const { return plan_->paths; }
 AttentionKernel AttentionOp::kernel() const { return plan_->kernel; }
+AttentionOp::EpilogueBlocks AttentionOp::epilogue_blocks() const { return plan_->epilogue; }
+
+const char* to_string(AttentionEpilogue e) {
+  switch (e) {
+    case AttentionEpilogue::Auto: return "auto";
+    case AttentionEpilogue::Registers: return "registers";
+    case AttentionEpilogue::TmaStore: return "tma-store";
+  }
+  return "?";
+}
 
 const char* to_string(AttentionGroupingBuild g) {
   switch (g) {
@@ -297,6 +326,7 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   P.stream = stream;
   P.ran = true;
   P.map_error = reinterpret_cast<unsigned long long*>(static_cast<char*>(d_workspace) + P.ws_flag);
+  P.epilogue_counts = nullptr;
   if (p.B <= 0) {
     cuda_check(cudaMemsetAsync(P.map_error, 0xff, sizeof(unsigned long long), stream),
                "attention: reset map flag");
@@ -321,6 +351,9 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   a.kv_stages = P.tuning.kv_stages;
   a.wgmma = P.kernel == AttentionKernel::Wgmma;
   a.pingpong = P.tuning.pingpong;
+  a.tma_store = P.tma_store;
+  a.epilogue_counts = g.epilogue_counts;
+  P.epilogue_counts = g.epilogue_counts;
   a.total_keys = P.total_keys;
   a.scale_log2 = P.scale_log2;
   a.grouping = g;
@@ -336,6 +369,16 @@ void AttentionOp::finish() {
   cuda_check(cudaStreamSynchronize(P.stream), "attention (stream synchronize)");
   cuda_check(cudaGetLastError(), "attention (kernels)");
   detail::throw_if_map_error(P.map_error, P.p.cand_to_user, P.p.B, P.p.U, "attention");
+  P.epilogue = {};
+  P.paths = P.plan_paths;
+  if (P.epilogue_counts != nullptr) {
+    unsigned long long c[2] = {0, 0};
+    cuda_check(cudaMemcpy(c, P.epilogue_counts, sizeof c, cudaMemcpyDeviceToHost),
+               "attention: read the epilogue counters");
+    P.epilogue = {c[0], c[1]};
+    if (c[0] > 0) P.paths.push_back("attention.epilogue.tma-store");
+    if (c[1] > 0) P.paths.push_back("attention.epilogue.registers");
+  }
 }
 
 }  // namespace tbe::cuda

@@ -36,6 +36,9 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
             (o.attention.grouping != AttentionGroupingBuild::Auto
                  ? std::string(", grouping ") + to_string(o.attention.grouping)
                  : std::string()) +
+            (o.attention.epilogue != AttentionEpilogue::Auto
+                 ? std::string(", epilogue ") + to_string(o.attention.epilogue)
+                 : std::string()) +
             (o.map_check == MapCheck::Device ? "; map check on device" : "") + ")";
   }
   std::string name() const override { return name_; }

@@ -77,10 +77,11 @@ AttentionOutcome run_attention_gpu(const ikbo::AttentionProblem& p,
   check(cudaMemset(out.get(), 0xff, out_bytes + kAttentionSentinelBytes), "poison out");
   try {
     cuda::AttentionOp op(dp, tuning);
-    o.paths = op.paths();
     cuda::DeviceBuffer ws(op.workspace_bytes());
     op.run(out.get(), ws.get(), attention_test_stream());
     op.finish();
+    o.paths = op.paths();
+    o.epilogue = op.epilogue_blocks();
   } catch (const InvalidArgument& e) {
     o.kind = AttentionOutcome::Kind::InvalidArgument;
     o.argument = e.argument();

@@ -19,7 +19,8 @@ struct AttentionOutcome {
   std::string argument;           ///< InvalidArgument::argument()
   std::string what;
   std::vector<std::byte> output;  ///< Ok: B·n_seed·H·Dh elements of policy.storage
-  std::vector<std::string> paths; ///< AttentionOp::paths()
+  std::vector<std::string> paths; ///< AttentionOp::paths() after finish()
+  cuda::AttentionOp::EpilogueBlocks epilogue;  ///< AttentionOp::epilogue_blocks()
   bool sentinels_intact = true;   ///< bytes past the end of the output untouched
   bool poison_intact = true;      ///< on error: the output still holds the poison (bitwise)
 };

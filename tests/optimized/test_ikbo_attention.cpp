@@ -1,7 +1,8 @@
 // GPU tests of the IKBO cross attention (tbe::cuda::AttentionOp and the CUDA IKBO backend):
 // outputs judged by the attention oracle (tbe::oracle::check_attention) for random shapes, map
 // kinds, dense and jagged keys, every kernel variant (mma.sync: key blocks 64, 128; 128 with Q in
-// registers and / or a 3-stage K/V ring; the sm_90a wgmma kernel); cases C19 (exact tail tiles), C21 (tiling
+// registers and / or a 3-stage K/V ring; the sm_90a wgmma kernel with its TMA-store and register
+// epilogues, the former's row blocks counted against a host model); cases C19 (exact tail tiles), C21 (tiling
 // independence, bitwise stable), C22 (empty ranges); a private copy of a user's K/V vs shared
 // K/V (bitwise equal); long S, extreme logits; canaries (NaN-poisoned output, sentinels past its
 // end); the device map check and invalid arguments (InvalidArgument, output bitwise untouched).
@@ -39,16 +40,21 @@ struct Variant {
   int kv_stages;
   cuda::AttentionKernel kernel = cuda::AttentionKernel::MmaSync;
   bool pingpong = true;  // wgmma only
+  cuda::AttentionEpilogue epilogue = cuda::AttentionEpilogue::Auto;  // wgmma: TMA store
 };
 constexpr Variant kWgmma{128, false, 2, cuda::AttentionKernel::Wgmma};
 constexpr Variant kWgmmaNoPingpong{128, false, 2, cuda::AttentionKernel::Wgmma, false};
-constexpr Variant kVariants[] = {{64, false, 2},  {128, false, 2}, {128, true, 2}, {128, false, 3},
-                                 {128, true, 3},  kWgmma,          kWgmmaNoPingpong};
+constexpr Variant kWgmmaRegisters{128, false, 2, cuda::AttentionKernel::Wgmma, true,
+                                  cuda::AttentionEpilogue::Registers};
+constexpr Variant kVariants[] = {{64, false, 2}, {128, false, 2}, {128, true, 2},
+                                 {128, false, 3}, {128, true, 3}, kWgmma,
+                                 kWgmmaNoPingpong, kWgmmaRegisters};
 
 cuda::AttentionTuning tuning_of(Variant kv) {
   cuda::AttentionTuning t;
   t.kernel = kv.kernel;
   t.pingpong = kv.pingpong;
+  t.epilogue = kv.epilogue;
   t.key_block = kv.key_block;
   t.q_in_registers = kv.q_in_registers;
   t.kv_stages = kv.kv_stages;
@@ -59,7 +65,9 @@ cuda::AttentionTuning tuning_kb(int key_block) { return tuning_of({key_block, fa
 
 /// "mma-sync.kb128.qreg.stages3", "wgmma": the variant's name in test logs.
 std::string label(Variant kv) {
-  if (kv.kernel == cuda::AttentionKernel::Wgmma) return kv.pingpong ? "wgmma.pingpong" : "wgmma";
+  if (kv.kernel == cuda::AttentionKernel::Wgmma)
+    return std::string(kv.pingpong ? "wgmma.pingpong" : "wgmma") +
+           (kv.epilogue == cuda::AttentionEpilogue::Registers ? ".registers" : "");
   return "mma-sync.kb" + std::to_string(kv.key_block) + (kv.q_in_registers ? ".qreg" : "") +
          (kv.kv_stages == 3 ? ".stages3" : "");
 }
@@ -235,6 +243,32 @@ TEST_CASE("ikbo attention: the one-CTA and the device-wide grouping, bitwise the
         REQUIRE(b.kind == AttentionOutcome::Kind::Ok);
         REQUIRE(a.output == b.output);
       }
+  // the one-CTA build skips its sort when the map is already in order: a sorted map with one pair
+  // out of order (the two sides of a user boundary swapped) inside one thread's 8 positions,
+  // across two threads', across two warps' (255, 256) or near the end must still be sorted
+  auto boundary = [](const std::vector<std::int32_t>& map, auto&& kind) {
+    for (std::size_t p = 0; p + 1 < map.size(); ++p)
+      if (map[p] != map[p + 1] && kind(p)) return static_cast<std::int64_t>(p);
+    return std::int64_t{-1};
+  };
+  const ikbo::AttentionCase base = ikbo::make_attention_case(shape(1000, 43, 3, 1, 64, 8),
+                                                             policy(DType::BF16), MapKind::Sorted, 77);
+  const std::int64_t pairs[] = {
+      boundary(base.cand_to_user, [](std::size_t p) { return p % 8 != 7; }),
+      boundary(base.cand_to_user, [](std::size_t p) { return p % 8 == 7 && p % 256 != 255; }),
+      boundary(base.cand_to_user, [](std::size_t p) { return p % 256 == 255; }),
+      boundary(base.cand_to_user, [](std::size_t p) { return p > 900; })};
+  for (std::int64_t at : pairs) {
+    REQUIRE(at >= 0);
+    ikbo::AttentionCase c = base;
+    std::swap(c.cand_to_user[at], c.cand_to_user[at + 1]);
+    REQUIRE(c.cand_to_user[at] > c.cand_to_user[at + 1]);
+    INFO("swapped " << at << ", " << at + 1);
+    const AttentionOutcome a = run_attention_gpu(c.view(), one);
+    const AttentionOutcome b = run_attention_gpu(c.view(), wide);
+    require_in_enclosure(c.view(), a);
+    REQUIRE(a.output == b.output);
+  }
   // Auto: one CTA up to 4096 candidates, device-wide above
   for (std::int64_t B : {4096, 4097}) {
     const ikbo::AttentionCase c = ikbo::make_attention_case(shape(B, 64, 1, 1, 64, 4),
@@ -244,6 +278,101 @@ TEST_CASE("ikbo attention: the one-CTA and the device-wide grouping, bitwise the
     require_in_enclosure(c.view(), o);
     REQUIRE(has_path(o, B <= 4096 ? "attention.grouping.one-cta" : "attention.grouping.cub-sort-rle"));
   }
+}
+
+namespace {
+/// Host model of the wgmma kernel's epilogue: for every job (work item, head) with keys, its row
+/// blocks of 64 (one per consumer warpgroup with rows): {all, tma}, tma = the full blocks whose
+/// 64 rows are 64 consecutive rows of out (AttentionEpilogue::TmaStore's condition).
+cuda::AttentionOp::EpilogueBlocks expected_epilogue_blocks(const ikbo::AttentionProblem& p) {
+  std::vector<std::int32_t> order(static_cast<std::size_t>(p.B));
+  for (std::int32_t b = 0; b < p.B; ++b) order[b] = b;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int32_t x, std::int32_t y) { return p.cand_to_user[x] < p.cand_to_user[y]; });
+  cuda::AttentionOp::EpilogueBlocks e;  // .tma_store, .registers = all blocks until the end
+  for (std::size_t run0 = 0; run0 < order.size();) {
+    const std::int32_t u = p.cand_to_user[order[run0]];
+    std::size_t run1 = run0;
+    while (run1 < order.size() && p.cand_to_user[order[run1]] == u) ++run1;
+    const std::int64_t keys = p.jagged() ? p.k_offsets[u + 1] - p.k_offsets[u] : p.S;
+    const std::int64_t rows = static_cast<std::int64_t>(run1 - run0) * p.n_seed;
+    auto out_row = [&](std::int64_t pos) {
+      return std::int64_t{order[run0 + pos / p.n_seed]} * p.n_seed + pos % p.n_seed;
+    };
+    for (std::int64_t r0 = 0; keys > 0 && r0 < rows; r0 += 64) {
+      e.registers += static_cast<std::uint64_t>(p.H);
+      bool contiguous = r0 + 64 <= rows;
+      for (std::int64_t i = 0; contiguous && i < 64; ++i)
+        contiguous = out_row(r0 + i) == out_row(r0) + i;
+      if (contiguous) e.tma_store += static_cast<std::uint64_t>(p.H);
+    }
+    run0 = run1;
+  }
+  e.registers -= e.tma_store;
+  return e;
+}
+}  // namespace
+
+TEST_CASE("ikbo attention: the wgmma epilogues (TMA store, registers) give bitwise the same "
+          "output, counted per row block",
+          "[gpu][ikbo][attention]") {
+  // n_seed 64: every full block is one or two whole candidates (TMA unless the candidates of a
+  // block are not consecutive b: unsorted maps at n_seed 32); n_seed 9 / 129: blocks split
+  // candidates (consecutive b: TMA, else registers); odd candidate counts leave 1..63-row blocks
+  // (registers); jagged: empty users (no job) and short ones
+  struct Shape {
+    std::int64_t B, U, n_seed, S;
+  };
+  int i = 0;
+  std::uint64_t tma_total = 0, reg_total = 0;
+  for (Shape g : {Shape{128, 2, 64, 130}, {21, 5, 9, 70}, {7, 3, 129, 40}, {40, 4, 32, 200},
+                  {33, 1, 64, 20}, {300, 40, 3, 10}})
+    for (MapKind map : ikbo::kAllMapKinds)
+      for (bool jagged : {false, true})
+        for (std::int64_t Dh : {64, 128}) {
+          if (map == MapKind::UsersWithoutCandidates && g.U < 2) continue;
+          const ikbo::AttentionCase c = ikbo::make_attention_case(
+              shape(g.B, g.U, g.n_seed, 2, Dh, g.S, jagged), policy(DType::BF16), map, 1700 + i++);
+          const ikbo::AttentionProblem p = c.view();
+          INFO("B=" << p.B << " U=" << p.U << " n_seed=" << p.n_seed << " Dh=" << Dh
+                    << " map=" << to_string(map) << " jagged=" << jagged);
+          const AttentionOutcome tma = run_attention_gpu(p, tuning_of(kWgmma));
+          const AttentionOutcome reg = run_attention_gpu(p, tuning_of(kWgmmaRegisters));
+          INFO(to_string(tma) << " / " << to_string(reg));
+          require_in_enclosure(p, tma);
+          REQUIRE(reg.kind == AttentionOutcome::Kind::Ok);
+          REQUIRE(tma.output == reg.output);
+          const cuda::AttentionOp::EpilogueBlocks want = expected_epilogue_blocks(p);
+          INFO("expected tma " << want.tma_store << " registers " << want.registers << ", got "
+                               << tma.epilogue.tma_store << " / " << tma.epilogue.registers);
+          REQUIRE(tma.epilogue.tma_store == want.tma_store);
+          REQUIRE(tma.epilogue.registers == want.registers);
+          REQUIRE(reg.epilogue.tma_store == 0);
+          REQUIRE(reg.epilogue.registers == want.tma_store + want.registers);
+          REQUIRE(has_path(tma, "attention.epilogue.tma-store") == (want.tma_store > 0));
+          REQUIRE(has_path(tma, "attention.epilogue.registers") == (want.registers > 0));
+          REQUIRE(!has_path(reg, "attention.epilogue.tma-store"));
+          tma_total += want.tma_store;
+          reg_total += want.registers;
+        }
+  REQUIRE(tma_total > 0);  // both epilogues were exercised
+  REQUIRE(reg_total > 0);
+  // the published shape's layout (n_seed 64, sorted map, even candidate counts): TMA only
+  const ikbo::AttentionCase c = ikbo::make_attention_case(shape(256, 4, 64, 2, 128, 300),
+                                                          policy(DType::F16), MapKind::Sorted, 3);
+  const AttentionOutcome o = run_attention_gpu(c.view());
+  INFO(to_string(o));
+  require_in_enclosure(c.view(), o);
+  REQUIRE(o.epilogue.tma_store == 256 * 64 / 64 * 2);
+  REQUIRE(o.epilogue.registers == 0);
+  // mma.sync has one epilogue: TmaStore with it is an InvalidArgument before any launch
+  cuda::AttentionTuning t = tuning_of({128, true, 3});
+  t.epilogue = cuda::AttentionEpilogue::TmaStore;
+  const AttentionOutcome bad = run_attention_gpu(c.view(), t);
+  INFO(to_string(bad));
+  REQUIRE(bad.kind == AttentionOutcome::Kind::InvalidArgument);
+  REQUIRE(bad.argument == "tuning.epilogue");
+  REQUIRE(bad.poison_intact);
 }
 
 TEST_CASE("ikbo attention: both groupings report the first bad map position, output untouched",

@@ -63,6 +63,24 @@ enum class AttentionGroupingBuild {
 };
 const char* to_string(AttentionGroupingBuild g);
 
+/// How the wgmma kernel writes out (AttentionTuning::epilogue). Placement only: bitwise the same
+/// output either way.
+enum class AttentionEpilogue {
+  /// TmaStore with the wgmma kernel, Registers with mma.sync.
+  Auto,
+  /// Each thread stores its accumulator fragments (4-byte stores, 8 rows × 16 bytes per warp
+  /// instruction) straight from registers. The only epilogue of the mma.sync kernel.
+  Registers,
+  /// Wgmma only: a consumer warpgroup whose 64 query rows are 64 consecutive rows of out (whole
+  /// candidates of consecutive b; always the case for n_seed = 64 with a full row block) stages
+  /// RN(O / l) in its job's Q buffer (free after the last QKᵀ) and writes it with asynchronous
+  /// TMA stores, off the consumers' path; any other row block is written as Registers does.
+  /// paths() after finish() says which ran ("attention.epilogue.tma-store" / ".registers").
+  /// With MmaSync: InvalidArgument naming tuning.epilogue.
+  TmaStore,
+};
+const char* to_string(AttentionEpilogue e);
+
 /// The kernel AttentionOp runs for `requested` (AttentionTuning::kernel) on the current CUDA device
 /// with `total_keys` rows of k and v (AttentionProblem::total_keys(); 0 asks about a problem whose
 /// keys fit): Auto is Wgmma on compute capability 9.0 when total_keys + 128 <= INT_MAX, else
@@ -98,6 +116,8 @@ struct AttentionTuning {
   int kv_stages = 3;
   /// The device grouping of the candidates (AttentionGroupingBuild; paths() names the one run).
   AttentionGroupingBuild grouping = AttentionGroupingBuild::Auto;
+  /// How the wgmma kernel writes out (AttentionEpilogue; bitwise the same output).
+  AttentionEpilogue epilogue = AttentionEpilogue::Auto;
 };
 
 /// One IKBO cross attention on device memory.
@@ -126,7 +146,9 @@ class AttentionOp {
   /// kernel limits: attention.policy.storage F16 or BF16; attention.policy.accumulation F32;
   /// attention.Dh 64 or 128; attention.H <= 65535; attention.B·n_seed and attention.U <= INT_MAX;
   /// attention.B: ceil(B·n_seed / 128) + min(U, B) work items <= INT_MAX (the grid); tuning.kernel
-  /// Wgmma: total keys + 128 <= INT_MAX; tuning.key_block 64 or 128 (and its companions).
+  /// Wgmma: total keys + 128 <= INT_MAX; tuning.key_block 64 or 128 (and its companions);
+  /// tuning.epilogue TmaStore only with the wgmma kernel (MmaSync requested: here; Auto resolved
+  /// to MmaSync: the constructor).
   static Status can_implement(const ikbo::AttentionProblem& p, const AttentionTuning& tuning = {});
   /// The host backend's check, with the map on the host (`host_cand_to_user`: [p.B] int32, read
   /// only once validate(p) passed): validate(p), then tbe::ikbo::validate_map, then the limits.
@@ -166,8 +188,19 @@ class AttentionOp {
 
   /// What runs, e.g. {"attention.wgmma.dh128.kb128.stages2" or
   /// "attention.mma-sync.dh128.kb128.qreg.stages3",
-  /// "attention.grouping.cub-sort-rle", "attention.jagged"}.
+  /// "attention.grouping.cub-sort-rle", "attention.jagged"}; after finish(), for the wgmma
+  /// kernel, the epilogues that wrote row blocks in the last run ("attention.epilogue.tma-store",
+  /// "attention.epilogue.registers": device counters, epilogue_blocks()).
   const std::vector<std::string>& paths() const;
+
+  /// Row blocks of 64 query rows (one consumer warpgroup's share of a job) the wgmma kernel wrote
+  /// in the last run, read back by finish(): by TMA store and from registers (a block with 1..64
+  /// rows). {0, 0} before finish() and for the mma.sync kernel.
+  struct EpilogueBlocks {
+    std::uint64_t tma_store = 0;
+    std::uint64_t registers = 0;
+  };
+  EpilogueBlocks epilogue_blocks() const;
 
   struct Plan;
 

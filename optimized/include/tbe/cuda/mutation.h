@@ -142,6 +142,8 @@ namespace tbe::cuda {
     "work list: the last work item gets rows 0 (w < work_end - 1), so the last user's last row block is never computed") \
   X(kAttnScaleLog2eMissing, "attn_scale_log2e_missing", "src/ikbo_attention_op.cpp: AttentionOp::AttentionOp", \
     "exp2 softmax without log2 e folded into the scale: the logits' temperature is off by ln 2") \
+  X(kAttnTmaStoreRowShift, "attn_tma_store_row_shift", "kernels/ikbo_attention_fwd_wgmma.cuh: attention_fwd_wgmma_kernel", \
+    "TMA-store epilogue: a warpgroup's 64 output rows are stored one row too far (its first row is never written, the next block's first row is overwritten)") \
   X(kSmallTableMeanMissing, "small_table_mean_missing",                                          \
     "kernels/forward_small_table.cu: small_table_forward_histogram",                              \
     "small-table forward, tensor-core bags: MEAN stores the bag sum (the division by L is missing)") \

@@ -1,0 +1,75 @@
+# The TorchRec Triton TBE forward (table_batched_embedding_bag_forward_unweighted_kernel, the
+# FBTriton kernel: one program of one warp per sample b, looping over the T features, rows summed
+# in groups of 4) on the inputs `tbe-bench forward --dump-npy DIR` wrote, timed as tbe-bench times
+# (bench/peer_timing.py: 3 warm-ups, a 256 MiB L2-flush write before every iteration, CUDA events,
+# median/min/max). FP32 and FP16 weights, FP32 output, unweighted SUM, bounds check off.
+# Thin on purpose, so that a profiler sees only the forward kernels: `ncu -k regex:forward_unweighted
+# -c 1 python3 bench/peer_tbe_forward.py DIR --iters 0 --weights fp32` profiles one call.
+#
+# Usage (device): python3 bench/peer_tbe_forward.py DIR [--iters N] [--weights fp32|fp16]...
+#                 [--json FILE]
+# Needs the unmodified TorchRec copies in .peers/ (git-ignored, never committed; PEER_COPIES
+# overrides) and the shared stand-ins of peer_tbe_triton.py (PEER_TOOLS, default .peers/tools).
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.environ.get("PEER_TOOLS", os.path.join(HERE, "..", ".peers", "tools")))
+import peer_tbe_triton as P  # stand-in modules for what the TorchRec copies import
+from peer_timing import l2_flush_buffer, time_cuda
+
+dev = torch.device("cuda")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dump")
+    ap.add_argument("--iters", type=int, default=10, help="timed iterations (0: one untimed call)")
+    ap.add_argument("--weights", action="append", choices=["fp32", "fp16"])
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    P.PEERS = os.environ.get("PEER_COPIES", os.path.join(HERE, "..", ".peers"))
+    P.install_stand_ins()
+    import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as tt
+    EOT = P.EmbOptimType
+    meta = json.load(open(os.path.join(args.dump, "meta.json")))
+    T, B, D = meta["T"], meta["B"], meta["D"]
+    idx = torch.from_numpy(np.load(os.path.join(args.dump, "indices.npy"))).to(dev)
+    off = torch.from_numpy(np.load(os.path.join(args.dump, "offsets.npy"))).to(dev)
+    w32 = torch.from_numpy(np.load(os.path.join(args.dump, "weights.npy"))).to(dev)
+    E = w32.shape[0] // T
+    res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
+           "workload": dict(meta, E=E), "results": {}}
+    flush = l2_flush_buffer()
+    for wname in args.weights or ["fp32", "fp16"]:
+        wdtype = {"fp32": torch.float32, "fp16": torch.float16}[wname]
+        tbe = tt.TritonTableBatchedEmbeddingBags(
+            [(E, D)] * T, weights_precision=wdtype, output_dtype=torch.float32,
+            stochastic_rounding=False, learning_rate=0.01, eps=1e-8,
+            optimizer=EOT.EXACT_SGD, device=dev)
+        tbe.bounds_check_mode = type(tbe.bounds_check_mode).NONE  # tbe-bench's .nocheck rows
+        tbe.weight.data.copy_(w32.to(wdtype).view(-1))
+        with torch.no_grad():
+            if args.iters <= 0:
+                tbe(idx, off)
+                torch.cuda.synchronize()
+                print(wname, "one call", flush=True)
+                continue
+            med, lo, hi = time_cuda(lambda: tbe(idx, off), args.iters, flush)
+        res["results"][wname] = {"median_ms": med, "min_ms": lo, "max_ms": hi, "iters": args.iters}
+        print(f"peer triton fwd {wname}: median {med:.3f} ms (min {lo:.3f}, max {hi:.3f})", flush=True)
+        del tbe
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
