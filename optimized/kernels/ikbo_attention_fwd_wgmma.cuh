@@ -93,6 +93,13 @@ struct Layout {
   static constexpr int kBars = kV + kStages * kTile;
   static constexpr int kSlots = (kBars + (4 * kStages + 5) * 8 + 15) / 16 * 16;
   static constexpr int kBytes = kSlots + 2 * 64;
+  /// Byte offset, from row `row`'s first byte (row · 128) in a Q buffer, of its 16-byte chunk
+  /// `chunk` (columns 8·chunk ..): the 128-byte swizzle TMA writes (chunk c of a box row r at
+  /// c ^ (r & 7)). The Q loader's cp.async and the epilogue's staging of O use it; TMA and wgmma
+  /// read the same layout.
+  static constexpr int q_chunk(int row, int chunk) {
+    return (((chunk & 7) ^ (row & 7)) << 4) + (chunk >> 3) * kQBox;
+  }
   static constexpr int kAlloc = kBytes + 1024;  // the dynamic base is only 16-byte aligned
   static_assert(kDh % kBoxCols == 0, "Dh must be a multiple of 64");
   static_assert(kAlloc <= 227 * 1024, "the CTA's shared memory exceeds sm_90's");
@@ -354,8 +361,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               unsigned char* dst = smem + LY::kQ + qb * LY::kQBuf + row * 128;
 #pragma unroll 1
               for (int ch = 0; ch < kChunks; ++ch)
-                cp_async16(dst + (ch / 8) * LY::kQBox + (((ch % 8) ^ (row & 7)) << 4),
-                           ok ? src + ch * 8 : q, ok ? 16 : 0);
+                cp_async16(dst + LY::q_chunk(row, ch), ok ? src + ch * 8 : q, ok ? 16 : 0);
             }
           }
           if (copied) {
@@ -537,6 +543,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
       inv[hr] = 1.0f / lsum;
     }
+    // this thread's columns 8j + 2·cq, + 1 of its row hr (gq, gq + 8), rounded to T and packed:
+    // what either epilogue writes
+    auto out_pair = [&](int hr, int j) {
+      return pack2<T>(o[4 * j + 2 * hr] * inv[hr], o[4 * j + 2 * hr + 1] * inv[hr]);
+    };
     if (tma_out) {
       // staged in this warpgroup's rows of the job's Q buffer (every QKᵀ that read it is done), in
       // the layout TMA reads (the 16-byte chunk c of row r at c ^ (r & 7): conflict-free, each
@@ -547,9 +558,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int r = 64 * cw + warp * 16 + gq + 8 * hr;
 #pragma unroll
         for (int j = 0; j < kDh / 8; ++j)
-          *reinterpret_cast<std::uint32_t*>(qbuf + (j / 8) * LY::kQBox + r * 128 +
-                                            (((j % 8) ^ (r & 7)) << 4) + 4 * cq) =
-              pack2<T>(o[4 * j + 2 * hr] * inv[hr], o[4 * j + 2 * hr + 1] * inv[hr]);
+          *reinterpret_cast<std::uint32_t*>(qbuf + r * 128 + LY::q_chunk(r, j) + 4 * cq) =
+              out_pair(hr, j);
       }
       fence_proxy_async_smem();
       named_barrier_sync(1 + cw, 128);
@@ -571,8 +581,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         T* orow = out + cta.row_offset<kDh>(a, r) + 2 * cq;
 #pragma unroll
         for (int j = 0; j < kDh / 8; ++j)
-          *reinterpret_cast<std::uint32_t*>(orow + j * 8) =
-              pack2<T>(o[4 * j + 2 * hr] * inv[hr], o[4 * j + 2 * hr + 1] * inv[hr]);
+          *reinterpret_cast<std::uint32_t*>(orow + j * 8) = out_pair(hr, j);
       }
       if (tw == 0 && a.epilogue_counts != nullptr && 64 * cw < rows)
         atomicAdd(a.epilogue_counts + 1, 1ull);

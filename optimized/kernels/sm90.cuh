@@ -3,7 +3,7 @@
 // functions (the TMA stores of its epilogue included: cp.async.bulk.tensor shared -> global in
 // bulk groups). Device code for sm_90a only (compiled into the tbe_optimized_sm90a objects,
 // optimized/CMakeLists.txt). PTX ISA 8.x: "Asynchronous Warpgroup Level Matrix Multiply-Accumulate",
-// "Tensor copy" (cp.async.bulk.tensor), "mbarrier", "bar.red".
+// "Tensor copy" (cp.async.bulk.tensor), "mbarrier".
 //
 // Shared-memory matrix descriptors (make_smem_desc) describe tiles written by TMA with
 // CU_TENSOR_MAP_SWIZZLE_128B: rows of 128 bytes (64 16-bit elements), the 16-byte chunk c of row
@@ -199,18 +199,6 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 /// Named barrier `id` (1..15) over `threads` threads (a multiple of 32).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-/// Named barrier `id` over `threads` threads that also ANDs `pred` over them: true for every
-/// participant iff every participant passed true.
-__device__ __forceinline__ bool named_barrier_and(int id, int threads, bool pred) {
-  std::uint32_t r;
-  asm volatile(
-      "{\n.reg .pred p, q;\nsetp.ne.b32 p, %1, 0;\n"
-      "bar.red.and.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
-      : "=r"(r)
-      : "r"(static_cast<std::uint32_t>(pred)), "r"(id), "r"(threads)
-      : "memory");
-  return r != 0;
 }
 /// Arrives at named barrier `id` without waiting (the other threads of its count wait there).
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {

@@ -48,6 +48,16 @@ bool device_runs_sm90a(int* major, int* minor) {
   return *major == 9 && *minor == 0;
 }
 
+/// tuning.epilogue against the kernel that runs (`kernel`: requested, or Auto resolved): TmaStore
+/// is an epilogue of the wgmma kernel only.
+Status check_epilogue(AttentionEpilogue epilogue, AttentionKernel kernel) {
+  if (epilogue == AttentionEpilogue::TmaStore && kernel == AttentionKernel::MmaSync)
+    return Status::Invalid("tuning.epilogue",
+                           "tuning.epilogue: tma-store is an epilogue of the wgmma kernel, the "
+                           "kernel that runs is mma-sync");
+  return Status::Ok();
+}
+
 /// The kernel limits of AttentionOp beyond ikbo::validate(p).
 Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuning) {
   const ikbo::IkboPolicy& pol = p.policy;
@@ -100,10 +110,7 @@ Status check_limits(const ikbo::AttentionProblem& p, const AttentionTuning& tuni
     return Status::Invalid("tuning.kv_stages",
                            "tuning.kv_stages: 3 needs tuning.key_block = 128 (compiled for it "
                            "only), got key_block " + s(tuning.key_block));
-  if (tuning.epilogue == AttentionEpilogue::TmaStore && tuning.kernel == AttentionKernel::MmaSync)
-    return Status::Invalid("tuning.epilogue",
-                           "tuning.epilogue: tma-store is an epilogue of the wgmma kernel, "
-                           "tuning.kernel is mma-sync");
+  if (Status st = check_epilogue(tuning.epilogue, tuning.kernel); !st.ok()) return st;
   if (tuning.grouping == AttentionGroupingBuild::OneCta &&
       p.B > tuning::AttentionGroupingOneCta::kMaxCandidates)
     return Status::Invalid("tuning.grouping",
@@ -217,11 +224,7 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
     cuda_check(cudaDeviceGetAttribute(&P.persistent_ctas, cudaDevAttrMultiProcessorCount, dev),
                "cudaDeviceGetAttribute");
   }
-  if (tuning.epilogue == AttentionEpilogue::TmaStore && P.kernel != AttentionKernel::Wgmma)
-    throw InvalidArgument("tuning.epilogue",
-                          "tuning.epilogue: tma-store is an epilogue of the wgmma kernel, "
-                          "tuning.kernel " + std::string(to_string(tuning.kernel)) +
-                              " runs mma-sync here");
+  throw_if_error(check_epilogue(tuning.epilogue, P.kernel));  // Auto resolved to mma.sync
   P.tma_store = P.kernel == AttentionKernel::Wgmma && tuning.epilogue != AttentionEpilogue::Registers;
   if (P.kernel == AttentionKernel::Wgmma)
     P.paths.push_back("attention.wgmma.dh" + s(p.Dh) + ".kb" +

@@ -316,9 +316,9 @@ cuda::AttentionOp::EpilogueBlocks expected_epilogue_blocks(const ikbo::Attention
 TEST_CASE("ikbo attention: the wgmma epilogues (TMA store, registers) give bitwise the same "
           "output, counted per row block",
           "[gpu][ikbo][attention]") {
-  // n_seed 64: every full block is one or two whole candidates (TMA unless the candidates of a
-  // block are not consecutive b: unsorted maps at n_seed 32); n_seed 9 / 129: blocks split
-  // candidates (consecutive b: TMA, else registers); odd candidate counts leave 1..63-row blocks
+  // n_seed 64 / 32: every full block is one / two whole candidates (TMA, unless an n_seed-32
+  // block's two candidates are not consecutive b: unsorted maps); n_seed 9 / 129 / 3: blocks
+  // split candidates (consecutive b: TMA, else registers) and runs end in 1..63-row blocks
   // (registers); jagged: empty users (no job) and short ones
   struct Shape {
     std::int64_t B, U, n_seed, S;
