@@ -143,9 +143,14 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     bool pipelined = false;
     bool prefer_l1 = true;
     int rows = 4;  // ForwardTuning default
+    bool row_index32 = true;  // ForwardTuning default
   };
-  // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1
+  // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
+  // rows in flight, 32-bit row index
   const std::vector<Variant> variants = {
+      {"fp32.nocheck.row64", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
+      {"fp16.nocheck.row64", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
+      {"fp32acc32.nocheck.row64", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, false},
       {"fp32.nocheck.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
       {"fp32.nocheck.noL1pref.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
       {"fp32.nocheck.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
@@ -196,6 +201,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     tuning.pipelined = v.pipelined;
     tuning.prefer_l1 = v.prefer_l1;
     tuning.rows_in_flight = v.rows;
+    tuning.row_index32 = v.row_index32;
     cuda::ForwardOp op(p, s, tuning);
     const std::int64_t numel = op.layout().numel;
     DeviceBuffer out(numel * 4), wsb(op.workspace_bytes());
@@ -220,7 +226,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     }
     results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
                        {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
-                       {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+                       {"row_index32", v.row_index32}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
                        {"iters", args.iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});

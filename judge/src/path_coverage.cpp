@@ -18,6 +18,7 @@ const std::vector<std::string>& required_paths(PathFamily f) {
   static const std::vector<std::string> forward = {
       "forward.pooled.vec4",     "forward.pooled.vec8",     "forward.pooled.scalar",
       "forward.pooled.column_chunks", "forward.pooled.group_per_bag", "forward.vbe",
+      "forward.pooled.row_index32",
       "forward.sequence.vec4",   "forward.sequence.vec8",   "forward.sequence.scalar",
       "bounds.fused",            "bounds.separate",         "bounds.fatal_check"};
   static const std::vector<std::string> backward = {

@@ -41,13 +41,14 @@ struct PooledGather {
   /// elements when D, the table offset and the weights pointer allow it (path
   /// "forward.pooled.vec4"/"vec8"), else VEC = 1 ("forward.pooled.scalar", forced by odd D).
   static constexpr int kVectorBytes = 16;
-  /// Row loads in flight per lane, compiled for every instance: 8 independent gathers per lane
-  /// before they are accumulated in index order.
-  static constexpr int kRowsInFlight = 8;
-  /// The fewer-registers variant (no spills at 3 resident blocks), compiled for
-  /// kCompiledPooledTuning only. Measured on H200, seed-large: 4 beats 8 by 8% (FP32) and 17%
-  /// (FP16). ForwardTuning::rows_in_flight picks it; the tests draw 4 or 8 at random.
-  static constexpr int kRowsInFlightFewRegisters = 4;
+  /// Row loads in flight per lane, compiled for every instance (the default): 4 independent
+  /// gathers per lane before they are accumulated in index order. Measured on H200, seed-large:
+  /// 8 took 1.08x (FP32) / 1.17x (FP16) the time of 4 (session 5), 1.36x / 1.23x with the
+  /// lock-step shuffles (session 10); 8 spills 250-580 bytes at 3 resident blocks.
+  static constexpr int kRowsInFlight = 4;
+  /// More loads in flight, compiled for kCompiledPooledTuning only (ForwardTuning::rows_in_flight
+  /// = 8; the tests draw 4 or 8 at random).
+  static constexpr int kRowsInFlightMany = 8;
   /// __launch_bounds__ minimum resident blocks per SM of the one-group-per-bag kernel.
   static constexpr int kMinBlocksPerSm = 3;
   /// Same for the pipelined persistent kernel (ForwardTuning::pipelined, path
@@ -59,7 +60,7 @@ struct PooledGather {
   /// other defaults: pipelined = false, prefer_l1 = true; the tests draw all three at random).
   static constexpr int kDefaultRowsInFlight = ForwardTuning{}.rows_in_flight;
   static_assert(kDefaultRowsInFlight == kRowsInFlight ||
-                    kDefaultRowsInFlight == kRowsInFlightFewRegisters,
+                    kDefaultRowsInFlight == kRowsInFlightMany,
                 "the default rows in flight must be a compiled variant");
 };
 

@@ -111,6 +111,11 @@ __device__ __forceinline__ void store_out(Out* p, const Out (&o)[VEC]) {
   for (int i = 0; i < VEC; ++i) p[i] = o[i];
 }
 
+/// n / f.divisor for 0 <= n < 2^31 (FastDiv, kernels/launch.h).
+__device__ __forceinline__ std::uint32_t fast_div(const FastDiv& f, std::uint32_t n) {
+  return f.divisor == 1 ? n : __umulhi(n, f.multiplier) >> f.shift;
+}
+
 /// Index of the last element <= key in ascending a[0..n) (or -1).
 template <class T>
 __device__ __forceinline__ std::int64_t last_le(const T* a, std::int64_t n, std::int64_t key) {

@@ -48,6 +48,31 @@ struct DeviceCounters {
 inline constexpr unsigned long long kFatalIndexBase = 1ull << 62;
 inline constexpr unsigned long long kFatalNone = ~0ull;
 
+/// Division by a divisor fixed at launch (the Granlund–Montgomery method of CUTLASS's FastDivmod):
+/// n / divisor = umulhi(n, multiplier) >> shift for 0 <= n < 2^31 (kernels/common.cuh fast_div),
+/// one IMAD.HI and a shift instead of a ~20-instruction integer division.
+struct FastDiv {
+  std::uint32_t divisor = 1, multiplier = 0, shift = 0;  ///< divisor 1: multiplier unused
+  static FastDiv make(std::uint32_t d) {
+    FastDiv f;
+    f.divisor = d;
+    if (d > 1) {
+      std::uint32_t l = 0;  // ceil(log2 d)
+      while ((std::uint64_t{1} << l) < d) ++l;
+      const std::uint64_t p = 31 + l;
+      f.multiplier = static_cast<std::uint32_t>(((std::uint64_t{1} << p) + d - 1) / d);
+      f.shift = static_cast<std::uint32_t>(p - 32);
+    }
+    return f;
+  }
+  /// The same quotient on the host (the device form: kernels/common.cuh fast_div, whose __umulhi
+  /// is the high word of this product).
+  std::uint32_t div(std::uint32_t n) const {
+    return divisor == 1 ? n
+                        : static_cast<std::uint32_t>((static_cast<std::uint64_t>(n) * multiplier) >> 32) >> shift;
+  }
+};
+
 /// Pooled (SUM / MEAN) gather over the bags [bag_begin, bag_end) (one launch per run of features
 /// that share the group size and vector path).
 struct PooledArgs {
@@ -64,7 +89,11 @@ struct PooledArgs {
   std::int64_t bag_begin = 0, bag_end = 0;
   std::int64_t num_bags = 0;              ///< all bags (T·B or Σ batch sizes)
   std::int64_t bags_per_segment = 0;      ///< > 0: every segment has this many bags (non-VBE B)
+  FastDiv segment_div;                    ///< by bags_per_segment (when in [1, 2^32) and num_bags < 2^31)
   std::int32_t group_size = tuning::PooledGather::kMaxGroupSize;  ///< threads per bag: 1, 2, ..., 32
+  /// Every table of the launch has <= 2^32 rows and ForwardTuning::row_index32: a lookup's row
+  /// index is broadcast and multiplied as 32 bits (path "forward.pooled.row_index32").
+  bool rows32 = false;
   bool prefer_l1 = true;                  ///< max L1 carveout (no shared memory is used)
   bool mean = false;
   bool check_indices = false;             ///< fused bounds check: bad index -> row 0, counted
@@ -116,8 +145,8 @@ constexpr int vector_width(DType w) {
 /// compiled combinations are listed in dispatch/dispatch.h).
 /// kPipelined: persistent grid, each group loops over bags with the next bag's offsets and first
 /// index tile prefetched (compiled for kCompiledPooledTuning only); otherwise one group per bag.
-/// kRows: row loads in flight per lane (tuning::PooledGather::kRowsInFlight = 8 everywhere;
-/// kRowsInFlightFewRegisters = 4 also compiled for kCompiledPooledTuning).
+/// kRows: row loads in flight per lane (tuning::PooledGather::kRowsInFlight = 4 everywhere;
+/// kRowsInFlightMany = 8 also compiled for kCompiledPooledTuning).
 template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& args, cudaStream_t stream);
 template <DType kW, DType kOut, DType kIdx, bool kVec>

@@ -5,6 +5,13 @@
 // per-sample weight), then kRowsInFlight row vectors are loaded back to back (each index broadcast
 // with a shuffle inside the group) before they are accumulated in index order: several
 // independent gathers in flight per lane and a deterministic summation order.
+// The groups of a warp (G < 32) run their loops in lock step, to the warp's longest bag, with
+// per-lane predicates: the broadcasts are then full-warp shuffles with a constant mask (a group
+// mask known only at run time made ptxas wrap every shuffle in a MATCH / REDUX / VOTE convergence
+// check). Whole batches (every group has kRowsInFlight more rows, every lane a column) skip the
+// per-row predicates. The row index is broadcast and multiplied as 32 bits when the launch's
+// tables allow it (PooledArgs::rows32). Measured (ncu, FP32 weights on seed-large): 775 warp
+// instructions per bag before, 666 after, 13-15 per lookup in the loop (bench/results/README.md).
 // Pipelined variant (tuning table only): the grid holds only resident blocks and each group loops
 // over bags with a stride of all groups; while bag k is gathered, the first index tile of the next
 // bag and the offsets of the one after are already in flight. It needs ~40 more registers, so it
@@ -24,14 +31,16 @@ template <class W, class Acc, class Out, class Idx, int VEC, int kRowsInFlight>
 struct PooledGather {
   const PooledArgs& a;
   int G, glane;
-  unsigned mask;
+  int group_base;  ///< lane of the group's first thread in the warp
+
+  static constexpr unsigned kFullWarp = 0xffffffffu;
 
   __device__ __forceinline__ std::int64_t segment_of(std::int64_t k) const {
     if (a.bags_per_segment > 0) {
-      const std::int64_t s = a.num_bags < (1ll << 32)
-                                 ? static_cast<std::int64_t>(static_cast<unsigned>(k) /
-                                                             static_cast<unsigned>(a.bags_per_segment))
-                                 : k / a.bags_per_segment;
+      const std::int64_t s =
+          a.num_bags < (1ll << 31) && a.bags_per_segment < (1ll << 32)
+              ? static_cast<std::int64_t>(fast_div(a.segment_div, static_cast<std::uint32_t>(k)))
+              : k / a.bags_per_segment;
       return s < a.num_segs ? s : a.num_segs - 1;
     }
     return last_le(a.seg_first_bag, a.num_segs, k);
@@ -66,17 +75,124 @@ struct PooledGather {
     return t;
   }
 
+  /// Address of columns [c, c + VEC) of row r (table_c = table + c, row_bytes = D·sizeof(W)):
+  /// kRows32 multiplies the row index as 32 bits into a 64-bit byte offset (one IMAD.WIDE.U32;
+  /// valid when every table of the launch has <= 2^32 rows, PooledArgs::rows32), else in 64 bits.
+  template <bool kRows32>
+  __device__ __forceinline__ const W* row_address(const W* table_c, std::int64_t r, int D,
+                                                  std::uint32_t row_bytes) const {
+    if constexpr (kRows32) {
+      const std::uint32_t r32 = static_cast<std::uint32_t>(r);
+      return reinterpret_cast<const W*>(
+          reinterpret_cast<const char*>(table_c) +
+          TBE_MUTANT_SWAP(a, kFwdRowOffset32, static_cast<std::uint64_t>(r32 * static_cast<std::uint32_t>(D)) * sizeof(W), static_cast<std::uint64_t>(r32) * row_bytes));
+    } else {
+      return table_c + TBE_MUTANT_SWAP(a, kFwdRowOffset32, static_cast<std::int32_t>(static_cast<std::uint32_t>(r) * static_cast<std::uint32_t>(D)), r * D);
+    }
+  }
+
+  /// Sums this lane's columns [c, c + VEC) over the bag (tiles of TS lookups; `first` is the first
+  /// tile) into acc, in index order; L_warp (the warp's longest bag) bounds the lock-step loops.
+  template <bool kRows32, bool kWeighted>
+  __device__ __forceinline__ void sum_columns(Acc (&acc)[VEC], std::int64_t start, std::int64_t end,
+                                              std::int64_t L_warp, const Tile& first,
+                                              const W* table_c, int D, std::int64_t rows,
+                                              bool active, bool count_bad) const {
+    const int TS = kSlots * G;  // lookups per tile
+    const std::uint32_t row_bytes = static_cast<std::uint32_t>(D) * sizeof(W);
+    const bool warp_active = __all_sync(kFullWarp, active);
+    for (std::int64_t off = 0; off < L_warp; off += TS) {
+      const std::int64_t base = start + off;
+      // this group's lookups in the tile, and the warp's most
+      const int n = static_cast<int>(max(std::int64_t{0}, min(static_cast<std::int64_t>(TS), end - base)));
+      const int n_warp = static_cast<int>(min(static_cast<std::int64_t>(TS), L_warp - off));
+      Tile t = off == 0 ? first : load_tile(base, end);
+      if (a.check_indices) {
+#pragma unroll
+        for (int h = 0; h < kSlots; ++h) {
+          if (h * G + glane < n && (t.idx[h] < 0 || t.idx[h] >= rows)) {
+            t.idx[h] = TBE_MUTANT_SWAP(a, kBoundsRepairToLastRow, rows - 1, 0);  // bad index -> row 0, its weight kept
+            if (count_bad) atomicAdd(&a.counters->bad_indices, 1ull);
+          }
+        }
+      }
+      // Batches of kRowsInFlight rows, in index order. While every group of the warp still has a
+      // whole batch and every lane a column (the common case), without per-row predicates.
+      const int n_min = G < tuning::kWarpThreads ? __reduce_min_sync(kFullWarp, n) : n;
+      int j = 0;
+      if (warp_active)
+        for (; j + kRowsInFlight <= n_min; j += kRowsInFlight)
+          batch<kRows32, kWeighted, true>(acc, t, j, n, true, table_c, D, row_bytes);
+      for (; j < n_warp; j += kRowsInFlight)
+        batch<kRows32, kWeighted, false>(acc, t, j, n, active, table_c, D, row_bytes);
+    }
+  }
+
+  /// Rows [j, j + kRowsInFlight) of a tile (n of them this group's): loaded back to back, then
+  /// accumulated in index order. kFull: all rows exist and the lane's columns are active.
+  template <bool kRows32, bool kWeighted, bool kFull>
+  __device__ __forceinline__ void batch(Acc (&acc)[VEC], const Tile& t, int j, int n, bool active,
+                                        const W* table_c, int D, std::uint32_t row_bytes) const {
+    RawRow<W, VEC> rows_raw[kRowsInFlight];
+    float ws[kRowsInFlight];
+#pragma unroll
+    for (int u = 0; u < kRowsInFlight; ++u) {
+      const bool live = kFull || (j + u < n && active);
+      const int jj = kFull || j + u < n ? j + u : 0;
+      const bool hi = kSlots > 1 && jj >= G;  // group-uniform
+      const int src = group_base | (jj & (G - 1));
+      std::int64_t r;
+      if constexpr (kRows32) {
+        r = static_cast<std::uint32_t>(__shfl_sync(
+            kFullWarp, static_cast<std::uint32_t>(hi ? t.idx[kSlots - 1] : t.idx[0]), src));
+      } else {
+        r = __shfl_sync(kFullWarp, hi ? t.idx[kSlots - 1] : t.idx[0], src);
+      }
+      if constexpr (kWeighted) ws[u] = __shfl_sync(kFullWarp, hi ? t.w[kSlots - 1] : t.w[0], src);
+      if (live) rows_raw[u] = load_raw<W, VEC>(row_address<kRows32>(table_c, r, D, row_bytes));
+    }
+#pragma unroll
+    for (int u = 0; u < kRowsInFlight; ++u) {
+      if (kFull || (j + u < n && active)) {
+        float x[VEC];
+        raw_to_float<W, VEC>(rows_raw[u], x);
+        if (TBE_MUTANT_SWAP(a, kFwdPswIgnoredScalar, kWeighted && VEC != 1, kWeighted)) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) acc[v] = fma(Acc(ws[u]), widen<Acc>(x[v]), acc[v]);
+        } else {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) TBE_MUTANT_SWAP(a, kFwdFp32AccUnderFp64, acc[v] = Acc(static_cast<float>(acc[v]) + x[v]), acc[v] += widen<Acc>(x[v]));
+        }
+      }
+    }
+  }
+
   /// Gathers bag k = [start, end); `first` is this lane's share of the bag's first tile.
-  __device__ __forceinline__ void bag(std::int64_t k, std::int64_t start, std::int64_t end,
-                                      const Tile& first) const {
-    const std::int64_t s = segment_of(k);
-    const SegmentMeta seg = a.segs[s];
-    const FeatureMeta fm = a.features[seg.feature];
+  /// The warp's groups run in lock step (loop counts from the warp's longest bag, per-lane
+  /// predicates), so every index broadcast is a full-warp shuffle with a constant mask; a group
+  /// with live == false (past the launch's last bag) takes part with an empty bag and writes
+  /// nothing.
+  template <bool kRows32>
+  __device__ __forceinline__ void bag(bool live, std::int64_t k, std::int64_t start,
+                                      std::int64_t end, const Tile& first) const {
+    int D = 0;  // dead group: no column is active
+    std::int64_t rows = 0;
+    const W* table = static_cast<const W*>(a.weights);
+    Out* out = nullptr;
+    if (live) {
+      const std::int64_t s = segment_of(k);
+      const SegmentMeta seg = a.segs[s];
+      const FeatureMeta fm = a.features[seg.feature];
+      D = fm.dim;
+      rows = fm.rows;
+      table += fm.table_offset;
+      out = static_cast<Out*>(a.output) + seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride;
+    }
     // fused bounds check: bag k was repaired iff its repaired end differs from the raw one
     // (k + 1 < num_bags; the last offset is counted by the scan), or k == 0 and its start moved.
     // The raw offsets are loaded here and compared after the gather (no stall on them).
     std::int64_t raw_end = end;
-    bool count_bag = a.orig_offsets != nullptr && glane == 0;
+    bool count_bag = live && a.orig_offsets != nullptr && glane == 0;
     if (count_bag) {
       const Idx* raw = static_cast<const Idx*>(a.orig_offsets);
       if (k + 1 < a.num_bags) raw_end = static_cast<std::int64_t>(raw[k + 1]);
@@ -85,62 +201,27 @@ struct PooledGather {
         count_bag = false;
       }
     }
-    const float* psw = a.per_sample_weights;
-    const W* table = static_cast<const W*>(a.weights) + fm.table_offset;
-    const int D = fm.dim;
-    Out* out = static_cast<Out*>(a.output) + seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride;
     const std::int64_t L = end - start;
-    const int TS = kSlots * G;  // lookups per tile
+    // the warp's longest bag: every group's loops run to it (G < 32: several bags per warp)
+    std::int64_t L_warp = L;
+    for (int o = G; o < tuning::kWarpThreads; o <<= 1) L_warp = max(L_warp, __shfl_xor_sync(kFullWarp, L_warp, o));
 
-    for (int c0 = 0; c0 < TBE_MUTANT_SWAP(a, kFwdColumnChunkTailDropped, D > G * VEC ? D / (G * VEC) * (G * VEC) : D, TBE_MUTANT_SWAP(a, kFwdLastColumnChunkDropped, D > G * VEC ? D - G * VEC : D, D)); c0 += G * VEC) {
+    // Column chunks (D > G·VEC, then G = 32: one group per warp). At least one pass, so a dead
+    // group of a shared warp (D = 0) follows its live neighbours' single pass (G < 32 means
+    // D <= G·VEC: one pass for every live group too).
+    const int chunk_end = TBE_MUTANT_SWAP(a, kFwdColumnChunkTailDropped, D > G * VEC ? D / (G * VEC) * (G * VEC) : D, TBE_MUTANT_SWAP(a, kFwdLastColumnChunkDropped, D > G * VEC ? D - G * VEC : D, D));
+    int c0 = 0;
+    do {
       const int c = c0 + glane * VEC;
       const bool active = TBE_MUTANT_SWAP(a, kFwdTailOfDUnwritten, c + VEC < D, c < D);  // vector path: D % VEC == 0, so c < D means a full vector
       Acc acc[VEC];
 #pragma unroll
       for (int v = 0; v < VEC; ++v) acc[v] = Acc(0);
-
-      for (std::int64_t base = start; base < end; base += TS) {
-        const int n = static_cast<int>(min(static_cast<std::int64_t>(TS), end - base));
-        Tile t = base == start ? first : load_tile(base, end);
-        if (a.check_indices) {
-#pragma unroll
-          for (int h = 0; h < kSlots; ++h) {
-            if (h * G + glane < n && (t.idx[h] < 0 || t.idx[h] >= fm.rows)) {
-              t.idx[h] = TBE_MUTANT_SWAP(a, kBoundsRepairToLastRow, fm.rows - 1, 0);  // bad index -> row 0, its weight kept
-              if (c0 == 0) atomicAdd(&a.counters->bad_indices, 1ull);
-            }
-          }
-        }
-        for (int j = 0; j < n; j += kRowsInFlight) {
-          RawRow<W, VEC> rows[kRowsInFlight];
-          float ws[kRowsInFlight];
-#pragma unroll
-          for (int u = 0; u < kRowsInFlight; ++u) {
-            const int jj = j + u < n ? j + u : 0;
-            const bool hi = kSlots > 1 && jj >= G;  // group-uniform
-            const std::int64_t r =
-                __shfl_sync(mask, hi ? t.idx[kSlots - 1] : t.idx[0], jj & (G - 1), G);
-            ws[u] = psw != nullptr
-                        ? __shfl_sync(mask, hi ? t.w[kSlots - 1] : t.w[0], jj & (G - 1), G)
-                        : 1.0f;
-            if (j + u < n && active) rows[u] = load_raw<W, VEC>(table + TBE_MUTANT_SWAP(a, kFwdRowOffset32, static_cast<std::int32_t>(static_cast<std::uint32_t>(r) * static_cast<std::uint32_t>(D)), r * D) + c);
-          }
-#pragma unroll
-          for (int u = 0; u < kRowsInFlight; ++u) {
-            if (j + u < n && active) {
-              float x[VEC];
-              raw_to_float<W, VEC>(rows[u], x);
-              if (TBE_MUTANT_SWAP(a, kFwdPswIgnoredScalar, psw != nullptr && VEC != 1, psw != nullptr)) {
-#pragma unroll
-                for (int v = 0; v < VEC; ++v) acc[v] = fma(Acc(ws[u]), widen<Acc>(x[v]), acc[v]);
-              } else {
-#pragma unroll
-                for (int v = 0; v < VEC; ++v) TBE_MUTANT_SWAP(a, kFwdFp32AccUnderFp64, acc[v] = Acc(static_cast<float>(acc[v]) + x[v]), acc[v] += widen<Acc>(x[v]));
-              }
-            }
-          }
-        }
-      }
+      const W* table_c = table + c;
+      if (a.per_sample_weights != nullptr)
+        sum_columns<kRows32, true>(acc, start, end, L_warp, first, table_c, D, rows, active, c0 == 0);
+      else
+        sum_columns<kRows32, false>(acc, start, end, L_warp, first, table_c, D, rows, active, c0 == 0);
       if (active) {
         Out o[VEC];
 #pragma unroll
@@ -150,8 +231,16 @@ struct PooledGather {
         }
         store_out<Out, VEC>(out + c, o);
       }
-    }
+      c0 += G * VEC;
+    } while (c0 < chunk_end);
     if (count_bag && raw_end != end) atomicAdd(&a.counters->bad_bags, 1ull);
+  }
+
+  /// bag() with the launch's row arithmetic (PooledArgs::rows32, uniform over the grid).
+  __device__ __forceinline__ void run_bag(bool live, std::int64_t k, std::int64_t start,
+                                          std::int64_t end, const Tile& first) const {
+    if (a.rows32) bag<true>(live, k, start, end, first);
+    else bag<false>(live, k, start, end, first);
   }
 };
 
@@ -162,40 +251,47 @@ __global__ void __launch_bounds__(kPooledBlock, kPipelined
 pooled_gather_group_per_bag(const PooledArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const int G = a.group_size;
+  const int log2_g = __ffs(G) - 1;  // G is a power of two: shifts, not divisions
   const int lane = threadIdx.x & 31;
-  const int glane = lane & (G - 1);
-  const unsigned mask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (lane & ~(G - 1)));
   using Gather = PooledGather<W, Acc, Out, Idx, VEC, kRows>;
-  const Gather gather{a, G, glane, mask};
-  const std::int64_t groups_per_block = kPooledBlock / G;
+  const Gather gather{a, G, lane & (G - 1), lane & ~(G - 1)};
+  const std::int64_t groups_per_block = kPooledBlock >> log2_g;
   std::int64_t k = a.bag_begin + static_cast<std::int64_t>(blockIdx.x) * groups_per_block +
-                   threadIdx.x / G;
-  if (k >= TBE_MUTANT_SWAP(a, kFwdLastBagSkipped, a.bag_end - 1, a.bag_end)) return;  // the whole group leaves together (one k per group)
+                   (threadIdx.x >> log2_g);
+  const std::int64_t bag_end = TBE_MUTANT_SWAP(a, kFwdLastBagSkipped, a.bag_end - 1, a.bag_end);
+  bool live = k < bag_end;
+  // a warp leaves only as a whole: its groups share the full-warp index shuffles
+  if (!__any_sync(Gather::kFullWarp, live)) return;
   const Idx* offsets = static_cast<const Idx*>(a.offsets);
-  std::int64_t cur_s = offsets[k], cur_e = offsets[k + 1];
+  std::int64_t cur_s = 0, cur_e = 0;
+  if (live) {
+    cur_s = offsets[k];
+    cur_e = offsets[k + 1];
+  }
   typename Gather::Tile cur = gather.load_tile(cur_s, cur_e);
   if constexpr (!kPipelined) {
-    gather.bag(k, cur_s, cur_e, cur);
+    gather.run_bag(live, k, cur_s, cur_e, cur);
   } else {
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * groups_per_block;
     std::int64_t kn = k + stride;
     std::int64_t nxt_s = 0, nxt_e = 0;
-    if (kn < a.bag_end) {
+    if (kn < bag_end) {
       nxt_s = offsets[kn];
       nxt_e = offsets[kn + 1];
     }
     while (true) {
       // in flight while bag k is gathered: the next bag's first index tile, the offsets after it
       const typename Gather::Tile nxt =
-          gather.load_tile(nxt_s, kn < a.bag_end ? nxt_e : nxt_s);  // empty range past the end
+          gather.load_tile(nxt_s, kn < bag_end ? nxt_e : nxt_s);  // empty range past the end
       const std::int64_t knn = kn + stride;
       std::int64_t nn_s = 0, nn_e = 0;
-      if (knn < a.bag_end) {
+      if (knn < bag_end) {
         nn_s = offsets[knn];
         nn_e = offsets[knn + 1];
       }
-      gather.bag(k, cur_s, cur_e, cur);
-      if (kn >= a.bag_end) break;
+      gather.run_bag(live, k, cur_s, cur_e, cur);
+      live = kn < bag_end;
+      if (!__any_sync(Gather::kFullWarp, live)) break;
       k = kn; cur_s = nxt_s; cur_e = nxt_e; cur = nxt;
       kn = knn; nxt_s = nn_s; nxt_e = nn_e;
     }
@@ -251,7 +347,7 @@ void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
   TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, true, false, tuning::PooledGather::kRowsInFlight)  \
   TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, false, false, tuning::PooledGather::kRowsInFlight)
 /// The ForwardTuning variants (kCompiledPooledTuning: FP32 output, vector path): the pipelined
-/// persistent grid and 4 rows in flight.
+/// persistent grid and 8 rows in flight.
 #define TBE_INSTANTIATE_POOLED_TUNING(W, ACC)                                                \
   static_assert(dispatch::contains(dispatch::kCompiledPooledTuning,                          \
                                    dispatch::TypeCombo{W, ACC, DType::F32}));                \
@@ -260,8 +356,8 @@ void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
   TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, true,                            \
                       tuning::PooledGather::kRowsInFlight)                                   \
   TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, true, false,                           \
-                      tuning::PooledGather::kRowsInFlightFewRegisters)                       \
+                      tuning::PooledGather::kRowsInFlightMany)                               \
   TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, false,                           \
-                      tuning::PooledGather::kRowsInFlightFewRegisters)
+                      tuning::PooledGather::kRowsInFlightMany)
 
 }  // namespace tbe::cuda::detail

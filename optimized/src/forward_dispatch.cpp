@@ -15,11 +15,11 @@ namespace {
 template <DType W, DType Acc, DType Out, DType Idx>
 void pooled_vec(const PooledTypes& t, const PooledArgs& a, cudaStream_t s) {
   constexpr int R = tuning::PooledGather::kRowsInFlight;
-  constexpr int kFew = tuning::PooledGather::kRowsInFlightFewRegisters;
+  constexpr int kMany = tuning::PooledGather::kRowsInFlightMany;
   if constexpr (dispatch::contains(dispatch::kCompiledPooledTuning, dispatch::TypeCombo{W, Acc, Out})) {
     if (t.vectorized && t.pipelined) return launch_pooled_t<W, Acc, Out, Idx, true, true, R>(a, s);
-    if (t.vectorized && t.rows_in_flight == kFew)
-      return launch_pooled_t<W, Acc, Out, Idx, true, false, kFew>(a, s);
+    if (t.vectorized && t.rows_in_flight == kMany)
+      return launch_pooled_t<W, Acc, Out, Idx, true, false, kMany>(a, s);
   }
   if (t.vectorized) launch_pooled_t<W, Acc, Out, Idx, true, false, R>(a, s);
   else launch_pooled_t<W, Acc, Out, Idx, false, false, R>(a, s);

@@ -75,6 +75,7 @@ struct ForwardPlan {
   SmallTableStats small_stats;
   // --- launches ---
   std::vector<PooledLaunch> pooled;
+  bool rows32 = false;  ///< PooledArgs::rows32 for every pooled launch
   int seq_group = 32;
   bool seq_vectorized = false;
   std::int32_t seq_dim = 0;
@@ -140,7 +141,10 @@ struct ForwardPlan {
       a.bag_end = l.bag_end;
       a.num_bags = num_bags;
       a.group_size = l.group_size;
+      a.rows32 = rows32;
       a.bags_per_segment = bags_per_segment;
+      if (bags_per_segment > 0 && bags_per_segment < (std::int64_t{1} << 32))
+        a.segment_div = detail::FastDiv::make(static_cast<std::uint32_t>(bags_per_segment));
       a.prefer_l1 = tuning.prefer_l1;
       a.mean = pooling == PoolingMode::Mean;
       a.check_indices = check;
@@ -313,6 +317,13 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
         P.pooled.back().bag_end = b1;
       else
         P.pooled.push_back(PooledLaunch{b0, b1, g, v});
+    }
+    if (!P.pooled.empty()) {
+      std::int64_t max_rows = 0;
+      for (std::int32_t f = 0; f < P.T; ++f)
+        if (!P.small_decision[f].eligible) max_rows = std::max(max_rows, P.feature_rows[f]);
+      P.rows32 = tuning.row_index32 && max_rows <= (std::int64_t{1} << 32);
+      P.paths.push_back(P.rows32 ? "forward.pooled.row_index32" : "forward.pooled.row_index64");
     }
     if (any_vec) P.paths.push_back("forward.pooled.vec" + std::to_string(vec));
     if (any_scalar) P.paths.push_back("forward.pooled.scalar");

@@ -80,8 +80,24 @@ Outcome run_reference(ForwardCase& c) {
   return o;
 }
 
-Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, bool pipelined, bool prefer_l1,
-                int rows_in_flight) {
+cuda::ForwardTuning gen_forward_tuning() {
+  cuda::ForwardTuning t;
+  t.pipelined = *rc::gen::arbitrary<bool>();
+  t.prefer_l1 = *rc::gen::arbitrary<bool>();
+  t.rows_in_flight = *rc::gen::element(4, 8);
+  t.row_index32 = *rc::gen::arbitrary<bool>();
+  return t;
+}
+
+std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& t) {
+  return std::string("tbe_optimized cuda::ForwardOp (") +
+         (fused_bounds_check ? "fused" : "separate") + " bounds check, pipelined=" +
+         (t.pipelined ? "1" : "0") + ", prefer_l1=" + (t.prefer_l1 ? "1" : "0") +
+         ", rows_in_flight=" + std::to_string(t.rows_in_flight) +
+         ", row_index32=" + (t.row_index32 ? "1" : "0") + ")";
+}
+
+Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, const cuda::ForwardTuning& tuning) {
   Outcome o;
   DeviceCase dc(c);
   cuda::DeviceBuffer out;
@@ -97,10 +113,6 @@ Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, bool pipelined, bool pr
   try {
     ForwardStrategy strategy;
     strategy.fused_bounds_check = fused_bounds_check;
-    cuda::ForwardTuning tuning;
-    tuning.pipelined = pipelined;
-    tuning.prefer_l1 = prefer_l1;
-    tuning.rows_in_flight = rows_in_flight;
     cuda::ForwardOp op(dc.problem, strategy, tuning);
     out_bytes = op.layout().numel * dtype_size(dc.problem.options.policy.output);
     out = cuda::DeviceBuffer(out_bytes + kSentinelBytes);

@@ -14,6 +14,7 @@
 #include "tbe/backend.h"
 #include "tbe/bounds_check.h"
 #include "tbe/cuda/device_buffer.h"
+#include "tbe/cuda/forward.h"
 #include "tbe/errors.h"
 #include "tbe/forward.h"
 #include "tbe/host_case.h"
@@ -52,9 +53,16 @@ Outcome run_reference(ForwardCase& c);
 /// The CUDA ForwardOp on device copies of the case (uploaded from the containers as they are, so
 /// invalid shapes are safe to upload), output poisoned with NaN (all bytes 0xFF) plus
 /// kSentinelBytes of 0xA5 after it, on a non-default stream.
-/// pipelined / prefer_l1: the ForwardTuning knobs (semantics must not depend on them).
-Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, bool pipelined = false,
-                bool prefer_l1 = true, int rows_in_flight = 4);
+/// tuning: the ForwardTuning knobs (semantics must not depend on them).
+Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, const cuda::ForwardTuning& tuning = {});
+
+/// A ForwardTuning with every pooled-gather knob drawn (pipelined, prefer_l1, rows in flight 4 or
+/// 8, 32-bit row index); the small-table knobs keep their defaults.
+cuda::ForwardTuning gen_forward_tuning();
+
+/// The implementation a failing case records: "tbe_optimized cuda::ForwardOp (fused bounds check,
+/// pipelined=0, prefer_l1=1, rows_in_flight=4, row_index32=1)".
+std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& tuning = {});
 inline constexpr std::size_t kSentinelBytes = 256;
 
 /// The GPU repair step (ForwardOp::repair) on device copies of the case.

@@ -84,7 +84,11 @@ TEST_CASE("C02 offset repair is deterministic on the GPU", "[gpu][cases]") {
     CHECK(v[2] == 0.0f); CHECK(v[3] == 0.0f);    // empty after repair
     CHECK(v[4] == 40.0f); CHECK(v[5] == 41.0f);  // W4
     for (int run = 0; run < 10; ++run) {
-      const Outcome again = run_gpu(c, fused, run % 2 == 0, run % 3 == 0);
+      cuda::ForwardTuning tuning;
+      tuning.pipelined = run % 2 == 0;
+      tuning.prefer_l1 = run % 3 == 0;
+      tuning.row_index32 = run % 4 < 2;
+      const Outcome again = run_gpu(c, fused, tuning);
       CHECK(again.stats.warnings == 1);
       CHECK(count_bit_differences(first, again) == 0);
     }
@@ -130,7 +134,11 @@ TEST_CASE("C06 wide rows D in {1280, 1536, 2048}", "[gpu][cases]") {
         c.indices.push_back(b % 64);
         c.offsets.push_back(b + 1);
       }
-      const Outcome g = run_gpu(c, true, D != 1536, D != 1280);
+      cuda::ForwardTuning tuning;
+      tuning.pipelined = D != 1536;
+      tuning.prefer_l1 = D != 1280;
+      tuning.row_index32 = D != 2048;
+      const Outcome g = run_gpu(c, true, tuning);
       REQUIRE(g.kind == Outcome::Kind::Ok);
       CHECK(g.sentinels_intact);
       const auto v = as_floats(g);

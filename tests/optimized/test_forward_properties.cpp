@@ -16,14 +16,6 @@ using namespace tbe::test;
 
 namespace {
 
-/// The recorded implementation of a failing case: the device-level ForwardOp and its knobs.
-std::string tuning_text(bool fused, bool pipelined, bool prefer_l1, int rows_in_flight) {
-  return std::string("tbe_optimized cuda::ForwardOp (") + (fused ? "fused" : "separate") +
-         " bounds check, pipelined=" + (pipelined ? "1" : "0") +
-         ", prefer_l1=" + (prefer_l1 ? "1" : "0") + ", rows_in_flight=" +
-         std::to_string(rows_in_flight) + ")";
-}
-
 bool has_path(const ForwardStats& s, const std::string& name) {
   return std::find(s.paths.begin(), s.paths.end(), name) != s.paths.end();
 }
@@ -48,15 +40,12 @@ TEST_CASE("forward on valid input matches the reference in every mode", "[gpu][f
                                                    BoundsCheckMode::None, BoundsCheckMode::Fatal);
     ForwardCase c = gen_valid_case(mode);
     const bool fused = *rc::gen::arbitrary<bool>();
-    const bool pipelined = *rc::gen::arbitrary<bool>();
-    const bool prefer_l1 = *rc::gen::arbitrary<bool>();
-    const int rows = *rc::gen::element(4, 8);
-    RC_LOG() << describe(c) << " fused=" << fused << " pipelined=" << pipelined
-             << " prefer_l1=" << prefer_l1 << " rows_in_flight=" << rows << "\n";
+    const cuda::ForwardTuning tuning = gen_forward_tuning();
+    RC_LOG() << describe(c) << " " << describe_gpu(fused, tuning) << "\n";
     FailureRecorder rec("valid-input", c);
     rec.run([&] {
-      const Outcome gpu = run_gpu(c, fused, pipelined, prefer_l1, rows);
-      rec.record(gpu, tuning_text(fused, pipelined, prefer_l1, rows));
+      const Outcome gpu = run_gpu(c, fused, tuning);
+      rec.record(gpu, describe_gpu(fused, tuning));
       RC_LOG() << to_string(gpu) << "\n";
       RC_ASSERT(gpu.kind == Outcome::Kind::Ok);
       verify_ok(c, gpu);
@@ -64,6 +53,10 @@ TEST_CASE("forward on valid input matches the reference in every mode", "[gpu][f
       if (mode == BoundsCheckMode::Warning || mode == BoundsCheckMode::Ignore)
         RC_ASSERT(has_path(gpu.stats, fused ? "bounds.fused" : "bounds.separate"));
       if (mode == BoundsCheckMode::Fatal) RC_ASSERT(has_path(gpu.stats, "bounds.fatal_check"));
+      if (has_path(gpu.stats, "forward.pooled.vec4") || has_path(gpu.stats, "forward.pooled.vec8") ||
+          has_path(gpu.stats, "forward.pooled.scalar"))  // a pooled launch ran; 32 bits fit c's tables
+        RC_ASSERT(has_path(gpu.stats, tuning.row_index32 ? "forward.pooled.row_index32"
+                                                         : "forward.pooled.row_index64"));
     });
   });
 }
@@ -74,17 +67,21 @@ TEST_CASE("forward repairs malformed input like the reference", "[gpu][forward][
     ForwardCase c = gen_valid_case(mode);
     gen_malform(c);
     RC_LOG() << describe(c) << "\n";
-    const bool pipelined = *rc::gen::arbitrary<bool>();
-    RC_LOG() << "pipelined(fused)=" << pipelined << "\n";
+    // the two runs differ in every knob that must not change a bit of the output
+    const cuda::ForwardTuning fused_tuning = gen_forward_tuning();
+    cuda::ForwardTuning separate_tuning = gen_forward_tuning();
+    separate_tuning.pipelined = !fused_tuning.pipelined;
+    separate_tuning.row_index32 = !fused_tuning.row_index32;
+    RC_LOG() << describe_gpu(true, fused_tuning) << "; " << describe_gpu(false, separate_tuning) << "\n";
     FailureRecorder rec("repair-malformed", c);
     rec.run([&] {
-      const Outcome fused = run_gpu(c, true, pipelined, true, pipelined ? 8 : 4);
-      const Outcome separate = run_gpu(c, false, !pipelined, false, 8);
+      const Outcome fused = run_gpu(c, true, fused_tuning);
+      const Outcome separate = run_gpu(c, false, separate_tuning);
       RC_LOG() << "fused: " << to_string(fused) << "; separate: " << to_string(separate) << "\n";
       // Recorded: the separate pass if the fused one looks right, else the fused one.
-      rec.record(separate, tuning_text(false, !pipelined, false, 8));
+      rec.record(separate, describe_gpu(false, separate_tuning));
       if (fused.kind != Outcome::Kind::Ok || !oracle::check_forward(c.view(), fused.output.data()).passed())
-        rec.record(fused, tuning_text(true, pipelined, true, pipelined ? 8 : 4));
+        rec.record(fused, describe_gpu(true, fused_tuning));
       RC_ASSERT(fused.kind == Outcome::Kind::Ok);
       RC_ASSERT(separate.kind == Outcome::Kind::Ok);
       verify_ok(c, fused);
@@ -100,12 +97,12 @@ TEST_CASE("FATAL reports the same first offender and writes nothing", "[gpu][for
     gen_malform(c);
     RC_LOG() << describe(c) << "\n";
     const bool fused = *rc::gen::arbitrary<bool>();
-    const bool pipelined = *rc::gen::arbitrary<bool>();
+    const cuda::ForwardTuning tuning = gen_forward_tuning();
     FailureRecorder rec("fatal-offender", c);
     rec.run([&] {
       const Outcome ref = run_reference(c);
-      const Outcome gpu = run_gpu(c, fused, pipelined);
-      rec.record(gpu, tuning_text(fused, pipelined, true, 4));
+      const Outcome gpu = run_gpu(c, fused, tuning);
+      rec.record(gpu, describe_gpu(fused, tuning));
       RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
       RC_ASSERT(gpu.kind == ref.kind);
       RC_ASSERT(gpu.sentinels_intact);
@@ -176,7 +173,7 @@ TEST_CASE("invalid arguments are rejected like the reference, before any launch"
     rec.run([&] {
       const Outcome ref = run_reference(c);
       const Outcome gpu = run_gpu(c, true);
-      rec.record(gpu, tuning_text(true, false, true, 4));
+      rec.record(gpu, describe_gpu(true));
       RC_LOG() << "reference: " << to_string(ref) << "; gpu: " << to_string(gpu) << "\n";
       // (a mutation can leave the call valid, e.g. NONE + "weights" with N = 0: then both succeed)
       RC_ASSERT(gpu.kind == ref.kind);

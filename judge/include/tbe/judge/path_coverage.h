@@ -20,12 +20,12 @@ enum class PathFamily : std::uint8_t { Forward, Backward, Ikbo };
 std::string to_string(PathFamily f);  ///< "forward", "backward", "ikbo"
 
 /// The paths a full GPU run must exercise in family `f`. Forward: pooled vec4 / vec8 / scalar
-/// loads, column chunks, group per bag, VBE, sequence vec4 / vec8 / scalar, bounds fused /
+/// loads, column chunks, group per bag, 32-bit row index, VBE, sequence vec4 / vec8 / scalar, bounds fused /
 /// separate / FATAL check. Backward: sort key32, short, long chunked / fused, SR, psw gradient,
 /// warp / block groups, non-deterministic, and the small-table rows' histogram paths (forward
 /// mma, backward, backward with the forward's saved counts). IKBO: the default LCE stage
 /// (padded-k) with its user and candidate GEMMs and gather-add. Not listed (not reachable through
-/// the Backend interfaces; the GPU tests force them): forward.pooled.pipelined, bwd.sort.key64,
+/// the Backend interfaces; the GPU tests force them): forward.pooled.pipelined, forward.pooled.row_index64, bwd.sort.key64,
 /// bwd.hoisted, the other LCE stages.
 const std::vector<std::string>& required_paths(PathFamily f);
 

@@ -35,13 +35,18 @@ struct ForwardTuning {
   /// weights + FP32 accumulation, on the vector path; elsewhere the default is used), instead of
   /// one thread group per bag.
   bool pipelined = false;
-  /// Row loads in flight per lane in the one-group-per-bag gather: 4 (default: no register spills
-  /// at 3 resident blocks per SM; compiled for the same type set as `pipelined`, other types use
-  /// 8) or 8. Measured on H200, seed-large: 4 beats 8 by 8% (FP32) and 17% (FP16); the pipelined
-  /// grid was slower than both (bench/results/).
+  /// Row loads in flight per lane in the one-group-per-bag gather: 4 (default, every type) or 8
+  /// (compiled for the same type set as `pipelined`; other types use 4). Measured on H200,
+  /// seed-large: 8 takes 1.36x (FP32) / 1.23x (FP16) the time of 4; the pipelined grid was slower
+  /// than both (bench/results/).
   int rows_in_flight = 4;
   /// Ask for the largest L1 (the gather uses no shared memory). Measured: no effect on H200.
   bool prefer_l1 = true;
+  /// Pooled gather: broadcast and multiply a lookup's row index as 32 bits (one shuffle and one
+  /// IMAD.WIDE.U32 per lookup, path "forward.pooled.row_index32") when every table has at most
+  /// 2^32 rows; false, or a larger table, takes the 64-bit arithmetic ("forward.pooled.
+  /// row_index64"). Same results either way (the tests draw both).
+  bool row_index32 = true;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
 };

@@ -48,7 +48,7 @@ namespace tbe::cuda {
   X(kFwdLastBagSkipped, "fwd_last_bag_skipped",                                                    \
     "kernels/pooled_gather.cuh: pooled_gather_group_per_bag",                                      \
     "the last bag of each launch is not gathered (k >= bag_end - 1)")                              \
-  X(kFwdRowOffset32, "fwd_row_offset_32bit", "kernels/pooled_gather.cuh: PooledGather::bag",         \
+  X(kFwdRowOffset32, "fwd_row_offset_32bit", "kernels/pooled_gather.cuh: PooledGather::row_address", \
     "the row's element offset r·D is computed in 32 bits (wrong for E·D >= 2^31)")                 \
   X(kFwdVbeRankFeatureSwapped, "fwd_vbe_rank_feature_swapped", "src/forward_op.cpp: ForwardOp",    \
     "VBE segments read the (feature, rank) tables in rank-major order (r·T + f, not f·R + r)")      \
