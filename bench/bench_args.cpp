@@ -1,6 +1,9 @@
 // tbe-bench's command line on CLI11 (see bench_args.h).
 #include "bench_args.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "cli/cli_parse.h"
 #include "tbe/workloads.h"
 
@@ -78,6 +81,10 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
   sub->add_option("--dump-npy", a.npy_dir,
                   "write indices/offsets for bench/peer_backward.py (one D workloads only)")
       ->type_name("DIR");
+  sub->add_option("--only", a.only,
+                  "time only these variants (comma-separated names as printed, e.g. "
+                  "fp32.sgd.hoisted; for a profiler run)")
+      ->type_name("NAMES");
 }
 
 void add_ikbo_lce(CLI::App& app, IkboLceArgs& a) {
@@ -203,6 +210,27 @@ void add_small_table(CLI::App& app, SmallTableArgs& a) {
 }
 
 }  // namespace
+
+std::vector<std::string> select_variants(const std::vector<std::string>& names,
+                                         const std::string& only) {
+  if (only.empty()) return names;
+  std::vector<std::string> wanted;
+  for (std::size_t b = 0; b <= only.size();) {
+    const std::size_t e = std::min(only.find(',', b), only.size());
+    if (e > b) wanted.push_back(only.substr(b, e - b));
+    b = e + 1;
+  }
+  for (const std::string& w : wanted)
+    if (std::find(names.begin(), names.end(), w) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw std::invalid_argument("--only: '" + w + "' is not a variant (known: " + known + ")");
+    }
+  std::vector<std::string> out;
+  for (const std::string& n : names)
+    if (std::find(wanted.begin(), wanted.end(), n) != wanted.end()) out.push_back(n);
+  return out;
+}
 
 cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv) {
   BenchCommand cmd;

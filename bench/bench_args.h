@@ -36,6 +36,7 @@ struct BackwardArgs {
   BoundsCheckMode bounds = BoundsCheckMode::Warning;  ///< --bounds: warning or none
   std::string json_path;   ///< --json FILE, "" for none
   std::string npy_dir;     ///< --dump-npy DIR, "" for none (one D workloads only)
+  std::string only;        ///< --only NAMES: comma-separated variant names ("" all)
 };
 
 /// `tbe-bench ikbo-lce` (bench/ikbo_lce_bench.cu).
@@ -97,6 +98,12 @@ struct BenchCommand {
 /// or not decimal, a bad name (--workload, --bounds, --rounding, --sweep-rounding). Touches no
 /// device: main() calls it before looking for one.
 cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv);
+
+/// The variants of `names` that --only NAMES (comma-separated, "" = all) selects, in their order.
+/// A name of `only` that is not in `names` is a usage error: std::invalid_argument naming
+/// --only, the name and the known names (forward and backward check it before any timing).
+std::vector<std::string> select_variants(const std::vector<std::string>& names,
+                                         const std::string& only);
 
 /// The subcommands; each returns the exit status (the CUDA ones 77 without a CUDA device; a
 /// TBE_CUDA=OFF build has only cpu_main, bench_main.cpp).

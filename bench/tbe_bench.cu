@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,58 @@ std::vector<float> weights_as_f32(const ForwardCase& c) {
 int tbe::bench::forward_main(const ForwardArgs& args) {
   cudaDeviceProp prop{};
   if (!first_device(prop)) return kNoDeviceExit;
+
+  struct Variant {
+    std::string name;
+    DType weights;
+    PolicyKind policy;
+    BoundsCheckMode mode;
+    bool fused;
+    bool pipelined = false;
+    bool prefer_l1 = true;
+    int rows = 4;  // ForwardTuning default
+    bool row_index32 = true;  // ForwardTuning default
+  };
+  // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
+  // rows in flight, 32-bit row index
+  const std::vector<Variant> variants = {
+      {"fp32.nocheck.row64", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
+      {"fp16.nocheck.row64", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
+      {"fp32acc32.nocheck.row64", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, false},
+      {"fp32.nocheck.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
+      {"fp32.nocheck.noL1pref.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
+      {"fp32.nocheck.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
+      {"fp32.nocheck", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true},
+      {"fp32.fused", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true},
+      {"fp32.separate", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true},
+      {"fp32.fused.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 8},
+      {"fp32.separate.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 8},
+      {"fp32.fused.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, true, true, 8},
+      {"fp32.separate.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, true, true, 8},
+      {"fp32acc32.nocheck.r8", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 8},
+      {"fp32acc32.nocheck.pipe", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, true, true, 8},
+      {"fp32acc32.nocheck", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true},
+      {"fp16.nocheck.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
+      {"fp16.nocheck.noL1pref.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
+      {"fp16.nocheck.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
+      {"fp16.nocheck", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true},
+      {"fp16.fused", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true},
+      {"fp16.separate", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true},
+      {"fp16.fused.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 8},
+      {"fp16.separate.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 8},
+      {"fp16.fused.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, true, true, 8},
+      {"fp16.separate.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, true, true, 8},
+  };
+
+  // --only: checked before the workload is generated
+  std::vector<std::string> names, chosen;
+  for (const Variant& v : variants) names.push_back(v.name);
+  try {
+    chosen = select_variants(names, args.only);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "tbe-bench forward: %s\n", e.what());
+    return 2;
+  }
 
   // --- workload (CPU, seeded) ---
   const auto t0 = std::chrono::steady_clock::now();
@@ -134,58 +187,13 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     std::printf("device copy bandwidth: %.0f GB/s (2 GiB read+written, median %.3f ms)\n", copy_gbps, t.median_ms);
   }
 
-  struct Variant {
-    std::string name;
-    DType weights;
-    PolicyKind policy;
-    BoundsCheckMode mode;
-    bool fused;
-    bool pipelined = false;
-    bool prefer_l1 = true;
-    int rows = 4;  // ForwardTuning default
-    bool row_index32 = true;  // ForwardTuning default
-  };
-  // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
-  // rows in flight, 32-bit row index
-  const std::vector<Variant> variants = {
-      {"fp32.nocheck.row64", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
-      {"fp16.nocheck.row64", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
-      {"fp32acc32.nocheck.row64", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, false},
-      {"fp32.nocheck.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
-      {"fp32.nocheck.noL1pref.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
-      {"fp32.nocheck.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
-      {"fp32.nocheck", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true},
-      {"fp32.fused", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true},
-      {"fp32.separate", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true},
-      {"fp32.fused.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 8},
-      {"fp32.separate.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 8},
-      {"fp32.fused.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, true, true, 8},
-      {"fp32.separate.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, true, true, 8},
-      {"fp32acc32.nocheck.r8", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 8},
-      {"fp32acc32.nocheck.pipe", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, true, true, 8},
-      {"fp32acc32.nocheck", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true},
-      {"fp16.nocheck.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
-      {"fp16.nocheck.noL1pref.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
-      {"fp16.nocheck.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
-      {"fp16.nocheck", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true},
-      {"fp16.fused", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true},
-      {"fp16.separate", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true},
-      {"fp16.fused.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 8},
-      {"fp16.separate.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 8},
-      {"fp16.fused.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, true, true, 8},
-      {"fp16.separate.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, true, true, 8},
-  };
-
-
 
   nlohmann::json results = nlohmann::json::array();
   std::printf("\n%-24s %-34s %9s %9s %9s %10s %10s %8s %6s\n", "variant", "policy", "median_ms",
               "min_ms", "max_ms", "compul_GB", "gather_GB", "eff_GB/s", "%copy");
   double fused_ms[2] = {0, 0}, separate_ms[2] = {0, 0};
   for (const Variant& v : variants) {
-    if (!args.only.empty() &&
-        ("," + args.only + ",").find("," + v.name + ",") == std::string::npos)
-      continue;
+    if (std::find(chosen.begin(), chosen.end(), v.name) == chosen.end()) continue;
     ForwardProblem p = host;
     p.tables.dtype = v.weights;
     p.tables.weights = v.weights == DType::F32 ? d_w32.get() : d_w16.get();

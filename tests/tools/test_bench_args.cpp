@@ -3,6 +3,7 @@
 // own exit statuses are checked by tests/tools/run_bench_usage.cmake.
 #include <catch2/catch.hpp>
 
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
@@ -77,6 +78,26 @@ TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
   CHECK(a.bounds == BoundsCheckMode::None);
   CHECK(a.json_path == "b.json");
   CHECK(a.npy_dir == "d");
+  CHECK(d.backward.only.empty());
+  CHECK(command({"backward", "--only", "fp32.sgd.hoisted,fp16.adagrad"}).backward.only ==
+        "fp32.sgd.hoisted,fp16.adagrad");
+}
+
+TEST_CASE("bench args: --only selects variants in their order; an unknown name is an error", "[cli]") {
+  const std::vector<std::string> names = {"fp32.sgd", "fp32.sgd.hoisted", "fp16.adagrad"};
+  CHECK(select_variants(names, "") == names);
+  CHECK(select_variants(names, "fp16.adagrad,fp32.sgd") ==
+        std::vector<std::string>{"fp32.sgd", "fp16.adagrad"});
+  CHECK(select_variants(names, "fp32.sgd.hoisted,") == std::vector<std::string>{"fp32.sgd.hoisted"});
+  try {
+    select_variants(names, "fp32.sgd,fp32.sgdx");
+    FAIL("an unknown name must be rejected");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CHECK(what.find("--only") != std::string::npos);
+    CHECK(what.find("'fp32.sgdx'") != std::string::npos);
+    CHECK(what.find("known: fp32.sgd, fp32.sgd.hoisted, fp16.adagrad") != std::string::npos);
+  }
 }
 
 TEST_CASE("bench args: ikbo-lce, defaults and every option", "[cli]") {
