@@ -23,12 +23,11 @@
 // Inputs: the workload's indices/offsets; weights uniform in [-1, 1); grad_output uniform in
 // [-1, 1) from a device hash (seeded); momentum 0. Outputs are separate buffers (the inputs stay
 // the same every iteration).
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,23 +79,15 @@ int backward_main(const BackwardArgs& args) {
   cudaDeviceProp prop{};
   if (!first_device(prop)) return kNoDeviceExit;
 
-  const std::vector<Variant> variants = {
+  const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.sgd", DType::F32, OptimizerKind::ExactSgd, false},
       {"fp32.sgd.hoisted", DType::F32, OptimizerKind::ExactSgd, true},
       {"fp32.adagrad", DType::F32, OptimizerKind::ExactRowwiseAdagrad, false},
       {"fp32.adagrad.hoisted", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true},
       {"fp16.adagrad", DType::F16, OptimizerKind::ExactRowwiseAdagrad, false},
       {"fp16.adagrad.hoisted", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true},
-  };
-  // --only: checked before the workload is generated
-  std::vector<std::string> names, chosen;
-  for (const Variant& v : variants) names.push_back(v.name);
-  try {
-    chosen = select_variants(names, args.only);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "tbe-bench backward: %s\n", e.what());
-    return 2;
-  }
+  }, args.only, "backward");
+  if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
   const auto t0 = std::chrono::steady_clock::now();
   WorkloadSpec spec = named_workload(args.workload, args.batch);
@@ -160,8 +151,7 @@ int backward_main(const BackwardArgs& args) {
   std::printf("\n%-22s %9s %9s %9s | %8s %8s %8s %8s %8s | %9s %9s | %7s %6s | %s\n", "variant",
               "bwd_ms", "min", "max", "prep", "route", "short", "lchunk", "lapply", "fwd_ms",
               "fwd+bwd", "GB", "%copy", "counters");
-  for (const Variant& v : variants) {
-    if (std::find(chosen.begin(), chosen.end(), v.name) == chosen.end()) continue;
+  for (const Variant& v : *variants) {
     ForwardProblem fp = host;
     fp.tables.dtype = v.weights;
     fp.tables.weights = v.weights == DType::F32 ? d_w32.get() : d_w16.get();

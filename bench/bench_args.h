@@ -101,7 +101,8 @@ cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv);
 
 /// The variants of `names` that --only NAMES (comma-separated, "" = all) selects, in their order.
 /// A name of `only` that is not in `names` is a usage error: std::invalid_argument naming
-/// --only, the name and the known names (forward and backward check it before any timing).
+/// --only, the name and the known names (forward and backward check it before the workload is
+/// generated: bench_common.h only_variants).
 std::vector<std::string> select_variants(const std::vector<std::string>& names,
                                          const std::string& only);
 

@@ -8,8 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+#include <stdexcept>
+
 #include <cuda_runtime.h>
 
+#include "bench_args.h"
 #include "bench_timing.h"
 #include "tbe/workloads.h"
 
@@ -36,6 +40,27 @@ inline bool first_device(cudaDeviceProp& prop) {
   }
   check(cudaGetDeviceProperties(&prop, 0), "device properties");
   return true;
+}
+
+/// The variants of `all` (each with a `name`) that --only `only` selects, in their order
+/// (select_variants); an unknown name prints the usage error as `command`'s and gives nullopt
+/// (the subcommand then exits 2 before the workload is generated).
+template <class Variant>
+std::optional<std::vector<Variant>> only_variants(const std::vector<Variant>& all,
+                                                  const std::string& only, const char* command) {
+  std::vector<std::string> names;
+  for (const Variant& v : all) names.push_back(v.name);
+  std::vector<std::string> chosen;
+  try {
+    chosen = select_variants(names, only);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "tbe-bench %s: %s\n", command, e.what());
+    return std::nullopt;
+  }
+  std::vector<Variant> out;
+  for (const Variant& v : all)
+    if (std::find(chosen.begin(), chosen.end(), v.name) != chosen.end()) out.push_back(v);
+  return out;
 }
 
 /// Times `body` (enqueued on `stream`) with events; flushes L2 before every iteration.

@@ -28,7 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,7 +79,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
   };
   // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
   // rows in flight, 32-bit row index
-  const std::vector<Variant> variants = {
+  const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.nocheck.row64", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
       {"fp16.nocheck.row64", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
       {"fp32acc32.nocheck.row64", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, false},
@@ -106,17 +106,8 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
       {"fp16.separate.r8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 8},
       {"fp16.fused.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, true, true, 8},
       {"fp16.separate.pipe", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, true, true, 8},
-  };
-
-  // --only: checked before the workload is generated
-  std::vector<std::string> names, chosen;
-  for (const Variant& v : variants) names.push_back(v.name);
-  try {
-    chosen = select_variants(names, args.only);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "tbe-bench forward: %s\n", e.what());
-    return 2;
-  }
+  }, args.only, "forward");
+  if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
   // --- workload (CPU, seeded) ---
   const auto t0 = std::chrono::steady_clock::now();
@@ -192,8 +183,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
   std::printf("\n%-24s %-34s %9s %9s %9s %10s %10s %8s %6s\n", "variant", "policy", "median_ms",
               "min_ms", "max_ms", "compul_GB", "gather_GB", "eff_GB/s", "%copy");
   double fused_ms[2] = {0, 0}, separate_ms[2] = {0, 0};
-  for (const Variant& v : variants) {
-    if (std::find(chosen.begin(), chosen.end(), v.name) == chosen.end()) continue;
+  for (const Variant& v : *variants) {
     ForwardProblem p = host;
     p.tables.dtype = v.weights;
     p.tables.weights = v.weights == DType::F32 ? d_w32.get() : d_w16.get();
