@@ -18,6 +18,15 @@
 #include "tbe/cuda/ikbo_attention.h"
 #include "tbe/cuda/ikbo_lce.h"
 
+// Compile-time overrides of RunKernels::kShortStageRows / kLongStageRows for measurement sweeps only
+// (bench/results/README.md records them); builds of the project use the defaults.
+#ifndef TBE_BWD_SHORT_STAGE_ROWS
+#define TBE_BWD_SHORT_STAGE_ROWS 16
+#endif
+#ifndef TBE_BWD_LONG_STAGE_ROWS
+#define TBE_BWD_LONG_STAGE_ROWS 16
+#endif
+
 namespace tbe::cuda::tuning {
 
 /// Threads of a warp: the widest thread group that reduces with shuffles (sm_90).
@@ -156,10 +165,30 @@ struct RunKernels {
   /// blocks per SM beat 8 rows at 2 blocks per SM (8 spills at 3) by 15% on short runs, 3% on
   /// long chunks.
   static constexpr int kRowsInFlight = 4;
+  /// Staged sorted gather (warp groups of G >= R lanes, grad_output rows 4-element aligned:
+  /// RunArgs::grad_vec; short runs longer than kRowsInFlight): each lane keeps R grad_output rows
+  /// in flight as cp.async copies into its own shared-memory ring (no registers held, no
+  /// barriers) ahead of the row it adds; 0 selects the register gather (kRowsInFlight). Power of
+  /// two <= 32; shared memory per 256-thread block: 8 warps · (R · 32 · 4 · sizeof(grad_output
+  /// element) + 768 bytes of tile offsets and scales). Measured on H200, seed-large, hoisted, one
+  /// session (session 12 call 3, bench/results/README.md), ms FP32 SGD / FP32 Adagrad / FP16
+  /// Adagrad: registers everywhere (main) 14.52 / 14.92 / 12.93; short runs staged at 16, long
+  /// chunks registers 13.24 / 13.62 / 12.34; both staged at 16 12.96 / 13.42 / 11.66 (call 4,
+  /// with short runs of SL <= kRowsInFlight through registers: 12.68 / 13.01 / 11.71). Runs of one
+  /// or two lookups (prod-mixed, fbgemm-bench-default) lost 0-20% against main: the staged
+  /// kernel's 3 blocks per SM (below) against main's 4; not yet selected per workload.
+  static constexpr int kShortStageRows = TBE_BWD_SHORT_STAGE_ROWS;
+  static constexpr int kLongStageRows = TBE_BWD_LONG_STAGE_ROWS;
+  static_assert(kShortStageRows == 0 || (kShortStageRows <= 32 && (kShortStageRows & (kShortStageRows - 1)) == 0),
+                "kShortStageRows: 0 or a power of two <= 32");
+  static_assert(kLongStageRows == 0 || (kLongStageRows <= 32 && (kLongStageRows & (kLongStageRows - 1)) == 0),
+                "kLongStageRows: 0 or a power of two <= 32");
   /// __launch_bounds__ minimum resident blocks per SM of the short-run kernel with warp groups:
   /// 4 (<= 64 registers, a few bytes spilled). Measured on H200, seed-large: 2% (FP32) to 12%
   /// (FP16) faster short runs than 3 blocks without spills.
-  static constexpr int kShortMinBlocksPerSm = 4;
+  /// With the staged gather at kShortStageRows >= 16, shared memory (70 KiB per block for FP32
+  /// grad_output) admits 3 blocks per SM, and the bound follows so that no registers spill.
+  static constexpr int kShortMinBlocksPerSm = kShortStageRows >= 16 ? 3 : 4;
   /// Same for the long-run chunk and apply kernels: they measured slower at 4 and keep 3.
   static constexpr int kLongMinBlocksPerSm = 3;
   /// Same for block groups (kMaxBlockGroup threads, all kernels).

@@ -32,6 +32,9 @@ enum class SortedValue : std::int32_t {
 /// Counters of the backward at the head of its workspace (zeroed by every run()).
 struct BackwardDeviceCounters {
   unsigned long long short_runs, short_lookups;
+  /// short runs longer than RunKernels::kRowsInFlight (the staged gather takes those when the
+  /// call's shape allows it: kernels/backward_runs.cuh)
+  unsigned long long short_runs_over_batch;
   unsigned long long long_runs, long_lookups;
   unsigned long long chunks;
   unsigned int num_long;    ///< long runs listed by the router

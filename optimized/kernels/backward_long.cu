@@ -55,7 +55,7 @@ long_chunks_group_per_chunk(const RunArgs a) {
     const std::uint32_t begin = run_begin + j * static_cast<std::uint32_t>(a.chunk_size);
     const std::uint32_t end = min(run_end, TBE_MUTANT_SWAP(a, kBwdChunkEndOffByOne, begin + static_cast<std::uint32_t>(a.chunk_size) - 1u, begin + static_cast<std::uint32_t>(a.chunk_size)));
     Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-    accumulate_sorted<Out, Acc, kBlock>(a, g, begin, end, t.dim, acc);
+    accumulate_sorted<Out, Acc, kBlock, tuning::RunKernels::kLongStageRows, 0>(a, g, begin, end, t.dim, acc);
     const int c = g.glane * 4;
     if (c < t.dim) {
       if (a.deterministic) {
@@ -109,9 +109,10 @@ long_apply_group_per_run(const RunArgs a) {
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_long_chunks_t(const RunArgs& a, cudaStream_t stream) {
   auto* kernel = long_chunks_group_per_chunk<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
-  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock);
+  constexpr int smem = kRunStageBytes<storage_t<kOut>, kBlock, tuning::RunKernels::kLongStageRows>;
+  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock, smem);
   const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
-  kernel<<<static_cast<unsigned>(g), kBlock ? a.group_size : kRunBlock, 0, stream>>>(a);
+  kernel<<<static_cast<unsigned>(g), kBlock ? a.group_size : kRunBlock, smem, stream>>>(a);
 }
 
 template <DType kW, DType kAcc, DType kOut, bool kBlock>

@@ -147,8 +147,8 @@ void sort_rle_t(int end_bit, std::int64_t n, std::int64_t max_runs, void* keys_i
 __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const std::int32_t R = TBE_MUTANT_SWAP(a, kBwdRleLastRunDropped, *a.num_runs - 1, *a.num_runs);
-  unsigned long long short_runs = 0, short_lookups = 0, long_runs = 0, long_lookups = 0,
-                     chunks = 0;
+  unsigned long long short_runs = 0, short_lookups = 0, short_over = 0, long_runs = 0,
+                     long_lookups = 0, chunks = 0;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kBlock;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; i < R;
        i += stride) {
@@ -160,6 +160,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
     if (TBE_MUTANT_SWAP(a, kBwdSlThresholdOffByOne, sl <= a.long_threshold, sl < a.long_threshold)) {
       ++short_runs;
       short_lookups += static_cast<unsigned long long>(sl);
+      short_over += sl > tuning::RunKernels::kRowsInFlight ? 1u : 0u;
       continue;
     }
     const std::uint32_t nch = static_cast<std::uint32_t>(TBE_MUTANT_SWAP(a, kBwdChunkCountFloor, sl / a.chunk_size, (sl + a.chunk_size - 1) / a.chunk_size));
@@ -175,6 +176,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   for (int d = 16; d > 0; d >>= 1) {
     short_runs += __shfl_down_sync(0xffffffffu, short_runs, d);
     short_lookups += __shfl_down_sync(0xffffffffu, short_lookups, d);
+    short_over += __shfl_down_sync(0xffffffffu, short_over, d);
     long_runs += __shfl_down_sync(0xffffffffu, long_runs, d);
     long_lookups += __shfl_down_sync(0xffffffffu, long_lookups, d);
     chunks += __shfl_down_sync(0xffffffffu, chunks, d);
@@ -182,6 +184,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   if ((threadIdx.x & 31) == 0) {
     if (short_runs) atomicAdd(&a.counters->short_runs, short_runs);
     if (short_lookups) atomicAdd(&a.counters->short_lookups, short_lookups);
+    if (short_over) atomicAdd(&a.counters->short_runs_over_batch, short_over);
     if (long_runs) atomicAdd(&a.counters->long_runs, long_runs);
     if (long_lookups) atomicAdd(&a.counters->long_lookups, long_lookups);
     if (chunks) atomicAdd(&a.counters->chunks, chunks);

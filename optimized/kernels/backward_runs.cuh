@@ -8,6 +8,13 @@
 // one lookup (sorted value -> grad_output row offset and scale c_p), then kRowsInFlight
 // grad_output rows are loaded back to back (offsets broadcast in the group) before they are
 // accumulated in sorted order: independent loads in flight and a fixed summation order.
+// Staged gather (warp groups of G >= R lanes with 4-aligned grad_output rows; R per kernel:
+// tuning::RunKernels::kShortStageRows / kLongStageRows): the same lookups in the same order, but
+// each lane copies its 4 columns of the next rows with cp.async into its own ring of R
+// shared-memory slots, R rows ahead of the row it adds: R rows stay in flight continuously
+// without holding registers (the register gather holds kRowsInFlight rows and drains between
+// batches). Each slot is written and read by the same thread, so cp.async.wait_group alone orders
+// them.
 // Accumulator Acc = policy.accumulation (F64 for F32 weights under seed-default, else F32).
 #pragma once
 
@@ -15,6 +22,7 @@
 #include "dispatch/tuning.h"
 #include "kernels/backward_launch.h"
 #include "kernels/common.cuh"
+#include "kernels/cp_async.cuh"
 
 namespace tbe::cuda::detail {
 
@@ -183,89 +191,236 @@ __device__ __forceinline__ float clip_gradient(float x, float mg) {
   return x < -mg ? -mg : (x > mg ? mg : x);  // NaN passes through
 }
 
-/// acc += Σ_{q in [begin, end)} c_q · grad_output[row(q), cols] over the sorted lookups, in
-/// sorted order (grad_output clamped to [-max_gradient, max_gradient] first when max_gradient > 0).
-template <class Out, class Acc, bool kBlock>
-__device__ __forceinline__ void accumulate_sorted(const RunArgs& a, const RunGroup<kBlock>& g,
-                                                  std::uint32_t begin, std::uint32_t end, int D,
-                                                  Acc (&acc)[4]) {
-  const Out* grad = static_cast<const Out*>(a.grad_output);
-  const int c = g.glane * 4;
-  const int ncols = D - c < 4 ? (D - c > 0 ? D - c : 0) : 4;
-  const bool scaled = a.value_kind == SortedValue::PositionScaled;
-  const bool clip = a.max_gradient > 0.0f;
-  for (std::uint32_t base = begin; base < end; base += static_cast<std::uint32_t>(g.G)) {
-    const int n = static_cast<int>(min(static_cast<std::uint32_t>(g.G), end - base));
-    // this lane's lookup of the tile: grad row offset and scale
-    std::int64_t goff = 0;
-    Acc scale = Acc(1);
-    if (g.glane < n) {
-      const std::uint32_t v = a.sorted_values[base + g.glane];
-      switch (a.value_kind) {
-        case SortedValue::Bag: goff = bag_grad_offset(a, v); break;
-        case SortedValue::Position: goff = static_cast<std::int64_t>(v) * a.none_dim; break;
-        default:
-          goff = bag_grad_offset(a, a.pos_bag[v]);
-          scale = static_cast<Acc>(a.pos_scale[v]);
-      }
-    }
-    if constexpr (kBlock) {
-      __shared__ std::int64_t tile_goff[kMaxBlockGroup];
-      __shared__ Acc tile_scale[kMaxBlockGroup];
-      __syncthreads();
-      tile_goff[g.glane] = goff;
-      tile_scale[g.glane] = scale;
-      __syncthreads();
-      for (int j = 0; j < n; j += kRunRowsInFlight) {
-        float x[kRunRowsInFlight][4];
+/// The grad_output row offset (elements) and scale c_q of sorted lookup q.
+template <class Acc>
+__device__ __forceinline__ void resolve_lookup(const RunArgs& a, std::uint32_t q, std::int64_t& goff,
+                                               Acc& scale) {
+  const std::uint32_t v = a.sorted_values[q];
+  switch (a.value_kind) {
+    case SortedValue::Bag: goff = bag_grad_offset(a, v); break;
+    case SortedValue::Position: goff = static_cast<std::int64_t>(v) * a.none_dim; break;
+    default:
+      goff = bag_grad_offset(a, a.pos_bag[v]);
+      scale = static_cast<Acc>(a.pos_scale[v]);
+  }
+}
+
+/// Bytes of one lane's slot in the staged gather: 4 grad_output elements.
+template <class Out> inline constexpr int kStageSlotBytes = 4 * static_cast<int>(sizeof(Out));
+
+/// Shared memory of one warp's staging (gather_staged): the ring of kStage slots per lane, the
+/// current tile's grad_output row offsets (32 × 8 bytes) and two tiles of scales (2 × 32 × 8 bytes).
+template <class Out, int kStage> inline constexpr int kStageWarpBytes =
+    kStage * 32 * kStageSlotBytes<Out> + 32 * 8 + 2 * 32 * 8;
+
+/// Dynamic shared memory of a run kernel launch staging kStage rows per lane (block groups and
+/// kStage = 0 use none).
+template <class Out, bool kBlock, int kStage> inline constexpr int kRunStageBytes =
+    kBlock || kStage == 0 ? 0 : (kRunBlock / 32) * kStageWarpBytes<Out, kStage>;
+
+/// 4 grad_output elements of one slot (shared-space address) as floats.
+template <class Out>
+__device__ __forceinline__ void unstage4(unsigned slot, float (&x)[4]) {
+  if constexpr (sizeof(Out) == 4) {
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3]) : "r"(slot) : "memory");
+  } else {
+    unsigned w0, w1;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(slot) : "memory");
+    const unsigned short b[4] = {static_cast<unsigned short>(w0 & 0xffffu), static_cast<unsigned short>(w0 >> 16),
+                                 static_cast<unsigned short>(w1 & 0xffffu), static_cast<unsigned short>(w1 >> 16)};
 #pragma unroll
-        for (int u = 0; u < kRunRowsInFlight; ++u)
-          if (j + u < n && ncols > 0) load4<Out>(grad + tile_goff[j + u] + c, a.grad_vec, ncols, x[u]);
-#pragma unroll
-        for (int u = 0; u < kRunRowsInFlight; ++u) {
-          if (j + u < n && ncols > 0) {
-            const Acc s = tile_scale[j + u];
-#pragma unroll
-            for (int v = 0; v < 4; ++v) {
-              const float y = clip ? clip_gradient(x[u][v], a.max_gradient) : x[u][v];
-              acc[v] = scaled ? fma(s, static_cast<Acc>(y), acc[v]) : acc[v] + static_cast<Acc>(y);
-            }
-          }
-        }
-      }
-    } else {
-      for (int j = 0; j < n; j += kRunRowsInFlight) {
-        float x[kRunRowsInFlight][4];
-        Acc s[kRunRowsInFlight];
-#pragma unroll
-        for (int u = 0; u < kRunRowsInFlight; ++u) {
-          const int src = j + u < n ? j + u : 0;
-          const std::int64_t o = g.broadcast(goff, src);
-          s[u] = scaled ? g.broadcast(scale, src) : Acc(1);
-          if (j + u < n && ncols > 0) load4<Out>(grad + o + c, a.grad_vec, ncols, x[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < kRunRowsInFlight; ++u) {
-          if (j + u < n && ncols > 0) {
-#pragma unroll
-            for (int v = 0; v < 4; ++v) {
-              const float y = clip ? clip_gradient(x[u][v], a.max_gradient) : x[u][v];
-              acc[v] = scaled ? fma(s[u], static_cast<Acc>(y), acc[v]) : acc[v] + static_cast<Acc>(y);
-            }
-          }
-        }
-      }
+    for (int i = 0; i < 4; ++i) {
+      Out h;
+      memcpy(&h, &b[i], 2);
+      x[i] = to_float(h);
     }
   }
 }
 
-/// Persistent grid of a kernel: resident blocks on the device (computed once per instance).
+/// acc += c · clip(x) for one row's 4 columns: kScaled multiplies by c (fma in Acc), kClip clamps
+/// x to [-max_gradient, max_gradient] first (NaN passes through). With c = 1 and max_gradient = +inf
+/// the general form <true, true> gives the same bits as the specialized ones.
+template <bool kScaled, bool kClip, class Acc>
+__device__ __forceinline__ void add_row(Acc (&acc)[4], const float (&x)[4], Acc c, float max_gradient) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const float y = kClip ? clip_gradient(x[v], max_gradient) : x[v];
+    acc[v] = kScaled ? fma(c, static_cast<Acc>(y), acc[v]) : acc[v] + static_cast<Acc>(y);
+  }
+}
+
+/// The register gather: lookups resolved in tiles of G (lane j: lookup tile + j), then
+/// kRunRowsInFlight rows loaded back to back before they are added in sorted order.
+/// kVec: every lane's 4 columns are one aligned vector or wholly past D (a.grad_vec); else
+/// guarded scalar loads. kScaled / kClip: add_row's flags, fixed per call.
+template <class Out, class Acc, bool kBlock, bool kVec, bool kScaled, bool kClip>
+__device__ __forceinline__ void gather_registers(const RunArgs& a, const RunGroup<kBlock>& g,
+                                                 std::uint32_t begin, std::uint32_t end, int D,
+                                                 float max_gradient, Acc (&acc)[4]) {
+  const int c = g.glane * 4;
+  const int ncols = D - c < 4 ? (D - c > 0 ? D - c : 0) : 4;
+  const Out* col = static_cast<const Out*>(a.grad_output) + c;
+  for (std::uint32_t base = begin; base < end; base += static_cast<std::uint32_t>(g.G)) {
+    const int n = static_cast<int>(min(static_cast<std::uint32_t>(g.G), end - base));
+    std::int64_t goff = 0;  // this lane's lookup of the tile: grad row offset and scale
+    Acc scale = Acc(1);
+    if (g.glane < n) resolve_lookup(a, base + g.glane, goff, scale);
+    [[maybe_unused]] const std::int64_t* tile_goff = nullptr;
+    [[maybe_unused]] const Acc* tile_scale = nullptr;
+    if constexpr (kBlock) {  // one group per block: the tile goes through shared memory
+      __shared__ std::int64_t s_goff[kMaxBlockGroup];
+      __shared__ Acc s_scale[kMaxBlockGroup];
+      __syncthreads();
+      s_goff[g.glane] = goff;
+      s_scale[g.glane] = scale;
+      __syncthreads();
+      tile_goff = s_goff;
+      tile_scale = s_scale;
+    }
+    for (int j = 0; j < n; j += kRunRowsInFlight) {
+      float x[kRunRowsInFlight][4];
+      Acc s[kRunRowsInFlight];
+#pragma unroll
+      for (int u = 0; u < kRunRowsInFlight; ++u) {
+        const int src = j + u < n ? j + u : 0;
+        std::int64_t o;
+        s[u] = Acc(1);
+        if constexpr (kBlock) {
+          o = tile_goff[src];
+          if constexpr (kScaled) s[u] = tile_scale[src];
+        } else {
+          o = g.broadcast(goff, src);
+          if constexpr (kScaled) s[u] = g.broadcast(scale, src);
+        }
+        if (j + u < n && ncols > 0) load4<Out>(col + o, kVec, kVec ? 4 : ncols, x[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kRunRowsInFlight; ++u)
+        if (j + u < n && ncols > 0) add_row<kScaled, kClip>(acc, x[u], s[u], max_gradient);
+    }
+  }
+}
+
+/// The staged gather (warp groups with G >= kR lanes, a.grad_vec). Rows r = 0..n-1 (lookup
+/// begin + r) are resolved in tiles of G into shared memory (offsets of the current tile, scales of
+/// the current and the previous tile); at step r the group adds row r - kR (waiting for its copy)
+/// and then issues row r into the slot just freed (r mod kR of each lane's ring); after row n - 1
+/// one wait for everything and the last min(n, kR) rows are added back to back. The same rows in
+/// the same order with the same arithmetic as the register gather: bitwise equal sums. Every lane
+/// reads only its own ring slots; the tile arrays are written between two g.sync().
+template <class Out, class Acc, int kR, bool kScaled, bool kClip>
+__device__ __forceinline__ void gather_staged(const RunArgs& a, const RunGroup<false>& g,
+                                              std::uint32_t begin, std::uint32_t end, int D,
+                                              float max_gradient, Acc (&acc)[4]) {
+  static_assert(kR >= 1 && kR <= 32 && (kR & (kR - 1)) == 0, "ring: a power of two <= 32 rows");
+  extern __shared__ __align__(16) unsigned char run_stage[];
+  constexpr int kSlot = kStageSlotBytes<Out>;
+  constexpr unsigned kSlotStride = 32u * kSlot;  // slot-major: a warp's lanes hit consecutive bytes
+  const int lane = threadIdx.x & 31;
+  unsigned char* const warp_base = run_stage + (threadIdx.x >> 5) * kStageWarpBytes<Out, kR>;
+  const unsigned ring = static_cast<unsigned>(__cvta_generic_to_shared(warp_base)) + lane * kSlot;
+  const int group_base = lane - g.glane;  // first lane of this group in the warp
+  std::int64_t* const tile_goff =
+      reinterpret_cast<std::int64_t*>(warp_base + kR * kSlotStride) + group_base;
+  double* const tile_scale =
+      reinterpret_cast<double*>(warp_base + kR * kSlotStride + 32 * 8) + group_base;  // [2][32]
+  const Out* col = static_cast<const Out*>(a.grad_output) + g.glane * 4;
+  const bool active = g.glane * 4 < D;
+  const std::uint32_t n = end - begin;
+  const int G = g.G;
+  const int log2G = __ffs(G) - 1;
+  auto add = [&](std::uint32_t q) {  // row q (its copy has landed)
+    Acc c = Acc(1);
+    if constexpr (kScaled)
+      c = static_cast<Acc>(tile_scale[(static_cast<int>(q >> log2G) & 1) * 32 + static_cast<int>(q & (G - 1))]);
+    if (active) {
+      float x[4];
+      unstage4<Out>(ring + (q & (kR - 1)) * kSlotStride, x);
+      add_row<kScaled, kClip>(acc, x, c, max_gradient);
+    }
+  };
+  for (std::uint32_t t0 = 0; t0 < n; t0 += static_cast<std::uint32_t>(G)) {
+    const int parity = static_cast<int>(t0 >> log2G) & 1;
+    {  // this tile's lookups
+      std::int64_t goff = 0;
+      Acc scale = Acc(1);
+      if (t0 + g.glane < n) resolve_lookup(a, begin + t0 + g.glane, goff, scale);
+      g.sync();  // every lane has issued the previous tile's rows
+      tile_goff[g.glane] = goff;
+      if constexpr (kScaled) tile_scale[parity * 32 + g.glane] = static_cast<double>(scale);
+      g.sync();
+    }
+    const std::uint32_t steps = min(static_cast<std::uint32_t>(G), n - t0);
+#pragma unroll 4
+    for (std::uint32_t j = 0; j < steps; ++j) {
+      const std::uint32_t r = t0 + j;
+      if (r >= static_cast<std::uint32_t>(kR)) {  // add row r - kR, freeing its slot
+        cp_async_wait<kR - 1>();  // groups 0..r-kR have landed
+        add(r - kR);
+      }
+      if (active) {  // issue row r
+        const unsigned slot = ring + (r & (kR - 1)) * kSlotStride;
+        if constexpr (kSlot == 16) cp_async16(slot, col + tile_goff[j]); else cp_async8(slot, col + tile_goff[j]);
+      }
+      cp_async_commit();  // one group per row: the count stays uniform across lanes
+    }
+  }
+  cp_async_wait<0>();  // drain: the last min(n, kR) rows
+  for (std::uint32_t q = n > static_cast<std::uint32_t>(kR) ? n - kR : 0; q < n; ++q) add(q);
+}
+
+/// The gather of aligned rows with add_row's flags fixed: staged (kStage rows) for warp groups of
+/// at least kStage lanes and ranges longer than kRegisterMax lookups, else the register gather
+/// (whose single batch of kRunRowsInFlight rows is as deep as the ring for such short ranges, with
+/// no ring to fill and drain).
+template <class Out, class Acc, bool kBlock, int kStage, int kRegisterMax, bool kScaled, bool kClip>
+__device__ __forceinline__ void gather_vec(const RunArgs& a, const RunGroup<kBlock>& g,
+                                           std::uint32_t begin, std::uint32_t end, int D,
+                                           float max_gradient, Acc (&acc)[4]) {
+  if constexpr (!kBlock && kStage > 0) {
+    if (g.G >= kStage && end - begin > static_cast<std::uint32_t>(kRegisterMax)) {
+      gather_staged<Out, Acc, kStage, kScaled, kClip>(a, g, begin, end, D, max_gradient, acc);
+      return;
+    }
+  }
+  gather_registers<Out, Acc, kBlock, true, kScaled, kClip>(a, g, begin, end, D, max_gradient, acc);
+}
+
+/// acc += Σ_{q in [begin, end)} c_q · grad_output[row(q), cols] over the sorted lookups, in
+/// sorted order (grad_output clamped to [-max_gradient, max_gradient] first when max_gradient > 0).
+/// kStage: rows staged per lane (gather_staged; 0: registers); ranges of at most kRegisterMax
+/// lookups take the register gather. Aligned rows (a.grad_vec) take one of four bodies with the
+/// scale and the clamp fixed at compile time: runtime selects inside the row loop cost ~3x the
+/// instructions per row (SASS, session 12, bench/results/README.md); other rows take the general
+/// body (c_q = 1 when unscaled, clamp at +inf: the same bits).
+template <class Out, class Acc, bool kBlock, int kStage, int kRegisterMax>
+__device__ __forceinline__ void accumulate_sorted(const RunArgs& a, const RunGroup<kBlock>& g,
+                                                  std::uint32_t begin, std::uint32_t end, int D,
+                                                  Acc (&acc)[4]) {
+  const bool scaled = a.value_kind == SortedValue::PositionScaled;
+  const bool clip = a.max_gradient > 0.0f;
+  const float mg = clip ? a.max_gradient : __int_as_float(0x7f800000);  // +inf: no clamp
+  constexpr int S = kStage, M = kRegisterMax;
+  if (!a.grad_vec)  // uniform: one flag per call
+    gather_registers<Out, Acc, kBlock, false, true, true>(a, g, begin, end, D, mg, acc);
+  else if (scaled)
+    clip ? gather_vec<Out, Acc, kBlock, S, M, true, true>(a, g, begin, end, D, mg, acc)
+         : gather_vec<Out, Acc, kBlock, S, M, true, false>(a, g, begin, end, D, mg, acc);
+  else
+    clip ? gather_vec<Out, Acc, kBlock, S, M, false, true>(a, g, begin, end, D, mg, acc)
+         : gather_vec<Out, Acc, kBlock, S, M, false, false>(a, g, begin, end, D, mg, acc);
+}
+
+/// Persistent grid of a kernel: resident blocks on the device (computed once per instance) with
+/// `smem` bytes of dynamic shared memory per block (allowed past the 48 KiB default here).
 template <class Kernel>
-int resident_grid(Kernel kernel, int block) {
+int resident_grid(Kernel kernel, int block, int smem = 0) {
   int dev = 0, sms = 0, per_sm = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, 0);
+  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, smem);
   cudaGetLastError();
   return sms * (per_sm > 0 ? per_sm : 1);
 }

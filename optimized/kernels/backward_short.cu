@@ -1,6 +1,7 @@
 // Short runs (SL < long_run_threshold): one group per run gathers the run's grad_output rows in
-// sorted order, accumulates them in registers (Acc), applies the optimizer and stores the row with
-// plain stores. Persistent grid: groups stride over the runs up to the device count R (the launch
+// sorted order (runs longer than one register batch staged through per-lane cp.async rings for
+// warp groups: kernels/backward_runs.cuh), accumulates them in registers (Acc), applies the
+// optimizer and stores the row with plain stores. Persistent grid: groups stride over the runs up to the device count R (the launch
 // is sized by the device, not by R, so nothing is read back); long runs and the sentinel run
 // (positions outside every bag) are skipped.
 #include "kernels/backward_optimizer.cuh"
@@ -9,8 +10,8 @@
 namespace tbe::cuda::detail {
 namespace {
 
-// Warp groups: tuning::RunKernels::kShortMinBlocksPerSm (4) blocks of 256 per SM (<= 64
-// registers, a few bytes spilled; the table has the measurements).
+// Warp groups: tuning::RunKernels::kShortMinBlocksPerSm blocks of 256 per SM (3 with the staged
+// gather's 70 KiB of rings; the table has the measurements).
 template <class W, class Acc, class Out, bool kBlock>
 __global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock,
                                   kBlock ? tuning::RunKernels::kBlockGroupMinBlocksPerSm
@@ -43,7 +44,7 @@ short_runs_group_per_run(const RunArgs a) {
       const BwdTableMeta t = table_of(a, key);
       const RowState st = load_row_state<W, kBlock>(a, g, key, t);
       Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-      accumulate_sorted<Out, Acc, kBlock>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
+      accumulate_sorted<Out, Acc, kBlock, tuning::RunKernels::kShortStageRows, kRunRowsInFlight>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
       apply_row<W, Acc, kBlock>(a, g, key, t, st, acc);
     }
     sl = sl_n;
@@ -59,9 +60,10 @@ void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
   auto* kernel = short_runs_group_per_run<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
   const int block = kBlock ? a.group_size : kRunBlock;
   // block groups: resident blocks are computed for 512 threads; smaller groups fit more
-  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock);
+  constexpr int smem = kRunStageBytes<storage_t<kOut>, kBlock, tuning::RunKernels::kShortStageRows>;
+  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock, smem);
   const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
-  kernel<<<static_cast<unsigned>(g), block, 0, stream>>>(a);
+  kernel<<<static_cast<unsigned>(g), block, smem, stream>>>(a);
 }
 
 TBE_BWD_INSTANTIATE(launch_short_runs_t)

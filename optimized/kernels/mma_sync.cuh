@@ -1,5 +1,5 @@
 // Warp-level tensor-core building blocks shared by the mma.sync kernels (IKBO LCE fused GEMM,
-// IKBO attention): 16-byte cp.async copies into shared memory, ldmatrix loads and the
+// IKBO attention): ldmatrix loads (the cp.async copies come from kernels/cp_async.cuh) and the
 // m16n8k16 MMA with FP32 accumulation on FP16 / BF16 operands (PTX ISA "Warp-level matrix
 // instructions"). Fragment layouts (g = lane / 4, c = lane % 4):
 //   A 16×16 row-major: a[0] = (g, 2c..2c+1), a[1] = (g+8, 2c..), a[2] = (g, 2c+8..), a[3] = (g+8, 2c+8..)
@@ -13,18 +13,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-namespace tbe::cuda::detail {
+#include "kernels/cp_async.cuh"
 
-/// 16-byte cp.async (L2 only, .cg); src_bytes < 16 zero-fills the rest (0: all zeros, gmem unread).
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-/// Waits until at most N committed groups of this thread are still in flight.
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+namespace tbe::cuda::detail {
 
 /// Four 8×8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i receives it
 /// (thread t: row t/4, elements 2(t%4), 2(t%4)+1).

@@ -763,6 +763,20 @@ BackwardStats BackwardOp::finish() {
   if (P.want_sr) st.paths.push_back("bwd.sr");
   if (!P.strategy.deterministic) st.paths.push_back("bwd.nondeterministic");
   st.paths.push_back(P.types.block_group ? "bwd.group.block" : "bwd.group.warp");
+  {  // how the run kernels gathered grad_output rows (kernels/backward_runs.cuh accumulate_sorted):
+     // staged for warp groups of >= R lanes with aligned rows (short runs: only those longer
+     // than kRowsInFlight, counted by the router), else registers
+    const auto shape = [&](int stage_rows) {
+      return !P.types.block_group && P.run.grad_vec && stage_rows > 0 && P.run.group_size >= stage_rows;
+    };
+    const bool short_shape = shape(tuning::RunKernels::kShortStageRows);
+    const bool long_shape = shape(tuning::RunKernels::kLongStageRows);
+    const auto short_over = static_cast<std::int64_t>(c.short_runs_over_batch);
+    const bool staged = (short_shape && short_over > 0) || (long_shape && c.long_runs > 0);
+    const bool registers = (k.short_runs > (short_shape ? short_over : 0)) || (!long_shape && c.long_runs > 0);
+    if (staged) st.paths.push_back("bwd.gather.staged");
+    if (registers) st.paths.push_back("bwd.gather.registers");
+  }
   switch (tp.mode) {
     case BoundsCheckMode::Fatal: st.paths.push_back("bounds.fatal_check"); break;
     case BoundsCheckMode::None: break;

@@ -102,7 +102,11 @@ BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o) {
   cuda::DeviceBuffer d_idx(f.lookups.indices, N * isz);
   cuda::DeviceBuffer d_off(f.lookups.offsets, c.forward.offsets.size() * isz);
   cuda::DeviceBuffer d_psw(c.forward.per_sample_weights.data(), c.forward.per_sample_weights.size() * 4);
-  cuda::DeviceBuffer d_grad(c.grad_output.data(), c.grad_output.size());
+  cuda::DeviceBuffer d_grad(c.grad_output.size() + o.grad_misalign);
+  if (!c.grad_output.empty())
+    check(cudaMemcpy(d_grad.as<std::byte>() + o.grad_misalign, c.grad_output.data(),
+                     c.grad_output.size(), cudaMemcpyHostToDevice),
+          "upload grad_output");
   cuda::DeviceBuffer d_m = with_sentinel(c.momentum.data(), m_bytes);
   cuda::DeviceBuffer d_wout, d_mout, d_pswg;
   static cuda::DeviceBuffer dummy(256);
@@ -112,7 +116,8 @@ BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o) {
   dp.forward.lookups.offsets = c.forward.offsets.empty() ? nullptr : d_off.get();
   dp.forward.lookups.per_sample_weights =
       c.forward.per_sample_weights.empty() ? nullptr : d_psw.as<const float>();
-  dp.grad_output = c.grad_output.empty() ? (p.grad_output ? dummy.get() : nullptr) : d_grad.get();
+  dp.grad_output = c.grad_output.empty() ? (p.grad_output ? dummy.get() : nullptr)
+                                          : static_cast<const void*>(d_grad.as<std::byte>() + o.grad_misalign);
   dp.momentum = c.momentum.empty() ? nullptr : d_m.as<const float>();
   BackwardOutputs dout;
   if (o.in_place) {
@@ -230,7 +235,7 @@ void fill_grad_output(BackwardCase& c, std::uint64_t seed, bool small_integers) 
                                  : 2.0 * rng.uniform() - 1.0);
 }
 
-BackwardCase gen_backward_case(BoundsCheckMode mode, bool small_rows) {
+BackwardCase gen_backward_case(BoundsCheckMode mode, bool small_rows, DimRule dim_rule) {
   BackwardCase c;
   c.forward = gen_valid_case(mode, CaseLimits{true, true, small_rows ? 40 : 24});
   if (small_rows) {  // 1..3 rows per table: the lookups pile up into long runs
@@ -245,6 +250,19 @@ BackwardCase gen_backward_case(BoundsCheckMode mode, bool small_rows) {
     for (std::size_t p = static_cast<std::size_t>(lead); p < f.indices.size(); ++p)
       f.indices[p] = rng.uniform_int(E);
     fill_weights(f, rng.next_u64(), *rc::gen::inRange(0, 3) == 0);
+  }
+  if (dim_rule != DimRule::Any) {
+    ForwardCase& f = c.forward;
+    std::vector<std::int32_t> dims = f.dims;
+    for (std::int32_t& d : dims) {
+      d = (d + 3) / 4 * 4;
+      if (dim_rule == DimRule::Staged) d = 64 + (d - 4) % 68;  // 64..128, still a multiple of 4
+    }
+    if (dims != f.dims) {
+      const std::vector<std::int64_t> rows = f.rows;
+      f.set_tables(f.weights_dtype, rows, dims);
+      fill_weights(f, *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::inRange(0, 3) == 0);
+    }
   }
   if (c.forward.weights_dtype != DType::F32 && *rc::gen::inRange(0, 3) == 0)
     c.forward.options.policy.write_back = RoundingMode::Stochastic;

@@ -47,6 +47,10 @@ struct BackwardRunOptions {
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;
   bool stale_batch = false;
+  /// grad_output placed this many bytes past a 256-byte-aligned device address: one element
+  /// makes its rows unaligned, so the run kernels take the register gather ("bwd.gather.registers")
+  /// instead of the staged one.
+  std::size_t grad_misalign = 0;
 };
 
 /// The CUDA BackwardOp on device copies of `c`.
@@ -65,7 +69,12 @@ void fill_grad_output(BackwardCase& c, std::uint64_t seed, bool small_integers);
 /// gen_valid_case (modes, pooling, VBE, dtypes, policy), with SR on some 16-bit cases, an
 /// optimizer with random hyper-parameters, momentum and grad_output. `small_rows` draws tables
 /// of 1..3 rows and longer bags so that runs get long.
-BackwardCase gen_backward_case(BoundsCheckMode mode, bool small_rows);
+/// How gen_backward_case draws D_t: as gen_valid_case does (Any), rounded up to a multiple of 4
+/// (MultipleOf4: with an aligned grad_output the run kernels may take the staged gather,
+/// kernels/backward_runs.cuh), or a multiple of 4 in [64, 128] (Staged: warp groups of 16 or 32
+/// lanes, the staged gather's shape).
+enum class DimRule { Any, MultipleOf4, Staged };
+BackwardCase gen_backward_case(BoundsCheckMode mode, bool small_rows, DimRule dims = DimRule::Any);
 /// A strategy with random threshold, chunk size, long-run mode and determinism.
 BackwardStrategy gen_strategy();
 std::string describe(const BackwardStrategy& s);

@@ -1,6 +1,7 @@
 // GPU-vs-oracle properties of the CUDA backward + exact optimizer (device-level BackwardOp,
 // canaries on), over random problems and strategies, with the kernel path mix classified.
 #include <algorithm>
+#include <cstring>
 
 #include <rapidcheck/catch.h>
 
@@ -37,8 +38,11 @@ void verify_counters(const BackwardOutcome& gpu, const BackwardOutcome& ref,
   RC_ASSERT(gpu.stats.runs == ref.stats.runs);
   RC_ASSERT(gpu.stats.lookups == ref.stats.lookups);
   RC_ASSERT(gpu.stats.warnings == ref.stats.warnings);
-  RC_ASSERT(k.short_runs + k.chunked_runs + k.fused_runs == gpu.stats.runs);
-  RC_ASSERT(k.short_lookups + k.chunked_lookups + k.fused_lookups == gpu.stats.lookups);
+  // every run is updated by exactly one path: short, long (chunked or fused) or the small-table
+  // histogram path (eligible FP16 tables; docs/small-table.md)
+  RC_ASSERT(k.short_runs + k.chunked_runs + k.fused_runs + k.histogram_runs == gpu.stats.runs);
+  RC_ASSERT(k.short_lookups + k.chunked_lookups + k.fused_lookups + k.histogram_lookups ==
+            gpu.stats.lookups);
   const bool fused = s.long_runs == BackwardStrategy::LongRuns::Fused;
   RC_ASSERT((fused ? k.chunked_runs : k.fused_runs) == 0);
   const std::int64_t long_runs = k.chunked_runs + k.fused_runs;
@@ -56,7 +60,8 @@ TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][
     const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore,
                                                    BoundsCheckMode::None, BoundsCheckMode::Fatal);
     const bool small_rows = *rc::gen::arbitrary<bool>();
-    BackwardCase c = gen_backward_case(mode, small_rows);
+    BackwardCase c = gen_backward_case(
+        mode, small_rows, *rc::gen::element(DimRule::Any, DimRule::MultipleOf4, DimRule::Staged));
     BackwardRunOptions o;
     o.strategy = gen_strategy();
     o.in_place = *rc::gen::arbitrary<bool>();
@@ -86,16 +91,67 @@ TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][
       RC_CLASSIFY(has_path(gpu.stats, "bwd.psw_grad"), "psw_grad");
       RC_CLASSIFY(has_path(gpu.stats, "bwd.sr"), "sr");
       RC_CLASSIFY(has_path(gpu.stats, "bwd.group.block"), "block groups");
+      RC_CLASSIFY(has_path(gpu.stats, "bwd.gather.staged"), "staged gather");
       RC_CLASSIFY(!o.strategy.deterministic, "nondeterministic");
     });
   });
+}
+
+TEST_CASE("staged and register gathers of grad_output rows give bitwise equal updates",
+          "[gpu][backward][gather]") {
+  // The staged gather (cp.async rings, kernels/backward_runs.cuh) adds the same rows in the same
+  // order with the same arithmetic as the register gather, so deterministic results are equal to
+  // the bit. grad_output one element past an aligned address forces the register gather.
+  int staged_runs = 0;
+  rc::prop("aligned grad_output (staged) == misaligned grad_output (registers), bitwise", [&] {
+    const DimRule rule = *rc::gen::weightedElement<DimRule>(
+        {{4, DimRule::Staged}, {1, DimRule::MultipleOf4}, {1, DimRule::Any}});
+    // Staged cases pile their lookups on 1..3 rows per table: runs longer than one batch
+    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning,
+                                       rule == DimRule::Staged || *rc::gen::arbitrary<bool>(), rule);
+    BackwardRunOptions o;
+    o.strategy = gen_strategy();
+    o.strategy.deterministic = true;
+    o.want_psw = !c.forward.per_sample_weights.empty();
+    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
+    BackwardFailureRecorder rec("backward-gather-staged-vs-registers", c, o.strategy);
+    rec.run([&] {
+      const BackwardOutcome staged = run_backward_gpu(c, o);
+      BackwardRunOptions m = o;
+      m.grad_misalign = dtype_size(c.forward.options.policy.output);
+      const BackwardOutcome regs = run_backward_gpu(c, m);
+      rec.record(staged, "cuda BackwardOp, aligned grad_output");
+      RC_ASSERT(staged.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(regs.kind == BackwardOutcome::Kind::Ok);
+      const bool ran = staged.stats.counters.short_runs + staged.stats.counters.chunked_runs +
+                           staged.stats.counters.fused_runs > 0;
+      RC_ASSERT(has_path(regs.stats, "bwd.gather.registers") == ran);
+      RC_ASSERT(!has_path(regs.stats, "bwd.gather.staged"));
+      const bool is_staged = has_path(staged.stats, "bwd.gather.staged");
+      RC_CLASSIFY(is_staged, "staged");
+      if (is_staged) {
+        ++staged_runs;
+        RC_ASSERT(!has_path(staged.stats, "bwd.group.block"));
+      }
+      if (rule == DimRule::Staged && staged.stats.counters.chunked_runs + staged.stats.counters.fused_runs > 0)
+        RC_ASSERT(is_staged);  // long runs of D in [64, 128]: the long-chunk kernel stages them
+      RC_ASSERT(staged.weights == regs.weights);
+      RC_ASSERT(staged.momentum == regs.momentum);
+      RC_ASSERT(staged.psw_grad.size() == regs.psw_grad.size());
+      RC_ASSERT(std::memcmp(staged.psw_grad.data(), regs.psw_grad.data(),
+                            staged.psw_grad.size() * sizeof(float)) == 0);
+      RC_ASSERT(staged.stats.counters.chunks == regs.stats.counters.chunks);
+    });
+  });
+  REQUIRE(staged_runs > 0);  // the comparison exercised the staged gather
 }
 
 TEST_CASE("backward repairs malformed input like the reference", "[gpu][backward][bounds]") {
   rc::prop("WARNING/IGNORE: enclosure + same warnings; FATAL: same offender, nothing written", [] {
     const BoundsCheckMode mode = *rc::gen::element(BoundsCheckMode::Warning, BoundsCheckMode::Ignore,
                                                    BoundsCheckMode::Fatal);
-    BackwardCase c = gen_backward_case(mode, false);
+    BackwardCase c = gen_backward_case(
+        mode, false, *rc::gen::element(DimRule::Any, DimRule::MultipleOf4, DimRule::Staged));
     gen_malform(c.forward);
     BackwardRunOptions o;
     o.strategy = gen_strategy();

@@ -91,6 +91,13 @@ class RoutingStandIn : public Backend {
     st.counters = {};
     const bool long_ok = fault_ != BwdFault::NoLongRoute;
     bool hist = false;
+    // the CUDA run kernels' gathers (docs/backward.md "Work routing"): staged for warp groups of
+    // >= 16 lanes (33 <= D_max <= 128, every D % 4 == 0) on long runs and short runs longer than 4
+    const auto& tdims = p.forward.tables.dims;
+    const std::int32_t dmax = tdims.empty() ? 0 : *std::max_element(tdims.begin(), tdims.end());
+    const bool staged_shape = dmax > 32 && dmax <= 128 &&
+                              std::all_of(tdims.begin(), tdims.end(), [](std::int32_t d) { return d % 4 == 0; });
+    bool gather_staged = false, gather_registers = false;
     for (std::size_t i = 0; i < ref.transpose.run_lengths.size(); ++i) {
       const std::int64_t sl = ref.transpose.run_lengths[i];
       if (fault_ != BwdFault::NoHistogram && histogram_table(p.forward, ref.run_table[i])) {
@@ -101,6 +108,7 @@ class RoutingStandIn : public Backend {
       } else if (sl >= s.long_run_threshold && long_ok) {
         const std::int64_t chunks = (sl + s.chunk_size - 1) / s.chunk_size;
         st.counters.chunks += chunks;
+        (staged_shape ? gather_staged : gather_registers) = true;
         if (s.long_runs == BackwardStrategy::LongRuns::Chunked) {
           ++st.counters.chunked_runs;
           st.counters.chunked_lookups += sl;
@@ -111,8 +119,11 @@ class RoutingStandIn : public Backend {
       } else {
         ++st.counters.short_runs;
         st.counters.short_lookups += sl;
+        (staged_shape && sl > 4 ? gather_staged : gather_registers) = true;
       }
     }
+    if (gather_staged) st.paths.push_back("bwd.gather.staged");
+    if (gather_registers) st.paths.push_back("bwd.gather.registers");
     st.paths.push_back("bwd.sort.key32");
     if (hist) st.paths.push_back("bwd.small_table");
     if (st.counters.short_runs) st.paths.push_back("bwd.short");

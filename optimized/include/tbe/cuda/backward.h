@@ -152,7 +152,8 @@ class BackwardOp {
   /// Synchronizes the stream of the last run(); returns warnings, runs, lookups, the per-path
   /// counters read back from the device and the paths exercised ("bwd.sort.key32"/"key64",
   /// "bwd.short", "bwd.long.chunked", "bwd.long.fused", "bwd.psw_grad", "bwd.sr", "bwd.hoisted",
-  /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", bounds-check paths).
+  /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", "bwd.gather.staged"/
+  /// "bwd.gather.registers" (how the run kernels gathered grad_output rows), bounds-check paths).
   /// Throws BoundsCheckError (FATAL: the first offender, as tbe::find_first_violation; no output
   /// was written) or DeviceError (a CUDA error).
   BackwardStats finish();
