@@ -29,6 +29,14 @@ enum class SortedValue : std::int32_t {
   PositionScaled = 2,  ///< pooled, weighted or MEAN: p; bag and scale c_p in per-position arrays
 };
 
+/// The one rule for whether the run kernels' staged gather serves a group (kernels/backward_runs.cuh
+/// gather_vec; the host's "bwd.gather.staged" report uses it too): warp groups of at least
+/// `stage_rows` lanes (RunKernels::kShortStageRows / kLongStageRows; 0: never) with 4-element
+/// aligned grad_output rows (RunArgs::grad_vec). Short runs also need SL > kRowsInFlight.
+constexpr bool staged_gather_shape(bool block_group, bool grad_vec, int group_size, int stage_rows) {
+  return !block_group && grad_vec && stage_rows > 0 && group_size >= stage_rows;
+}
+
 /// Counters of the backward at the head of its workspace (zeroed by every run()).
 struct BackwardDeviceCounters {
   unsigned long long short_runs, short_lookups;

@@ -103,6 +103,19 @@ template <> struct RunGroup<true> {
 };
 
 // --- 4-column loads/stores (vector when the row start and D allow it, else guarded scalars) ---
+/// Four 16-bit elements of T packed in two words (little-endian, element 0 in w0's low half) as floats.
+template <class T>
+__device__ __forceinline__ void unpack4(unsigned w0, unsigned w1, float (&x)[4]) {
+  const unsigned short b[4] = {static_cast<unsigned short>(w0 & 0xffffu), static_cast<unsigned short>(w0 >> 16),
+                               static_cast<unsigned short>(w1 & 0xffffu), static_cast<unsigned short>(w1 >> 16)};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    T h;
+    memcpy(&h, &b[i], 2);
+    x[i] = to_float(h);
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void load4(const T* p, bool vec, int n, float (&x)[4]) {
   if (vec && n == 4) {
@@ -111,16 +124,7 @@ __device__ __forceinline__ void load4(const T* p, bool vec, int n, float (&x)[4]
       x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
     } else {
       const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-      const unsigned short b[4] = {static_cast<unsigned short>(v.x & 0xffffu),
-                                   static_cast<unsigned short>(v.x >> 16),
-                                   static_cast<unsigned short>(v.y & 0xffffu),
-                                   static_cast<unsigned short>(v.y >> 16)};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        T h;
-        memcpy(&h, &b[i], 2);
-        x[i] = to_float(h);
-      }
+      unpack4<T>(v.x, v.y, x);
     }
     return;
   }
@@ -227,14 +231,7 @@ __device__ __forceinline__ void unstage4(unsigned slot, float (&x)[4]) {
   } else {
     unsigned w0, w1;
     asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(slot) : "memory");
-    const unsigned short b[4] = {static_cast<unsigned short>(w0 & 0xffffu), static_cast<unsigned short>(w0 >> 16),
-                                 static_cast<unsigned short>(w1 & 0xffffu), static_cast<unsigned short>(w1 >> 16)};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      Out h;
-      memcpy(&h, &b[i], 2);
-      x[i] = to_float(h);
-    }
+    unpack4<Out>(w0, w1, x);
   }
 }
 
@@ -379,7 +376,8 @@ __device__ __forceinline__ void gather_vec(const RunArgs& a, const RunGroup<kBlo
                                            std::uint32_t begin, std::uint32_t end, int D,
                                            float max_gradient, Acc (&acc)[4]) {
   if constexpr (!kBlock && kStage > 0) {
-    if (g.G >= kStage && end - begin > static_cast<std::uint32_t>(kRegisterMax)) {
+    if (staged_gather_shape(kBlock, /*grad_vec=*/true, g.G, kStage) &&  // gather_vec: aligned rows
+        end - begin > static_cast<std::uint32_t>(kRegisterMax)) {
       gather_staged<Out, Acc, kStage, kScaled, kClip>(a, g, begin, end, D, max_gradient, acc);
       return;
     }

@@ -767,7 +767,7 @@ BackwardStats BackwardOp::finish() {
      // staged for warp groups of >= R lanes with aligned rows (short runs: only those longer
      // than kRowsInFlight, counted by the router), else registers
     const auto shape = [&](int stage_rows) {
-      return !P.types.block_group && P.run.grad_vec && stage_rows > 0 && P.run.group_size >= stage_rows;
+      return detail::staged_gather_shape(P.types.block_group, P.run.grad_vec, P.run.group_size, stage_rows);
     };
     const bool short_shape = shape(tuning::RunKernels::kShortStageRows);
     const bool long_shape = shape(tuning::RunKernels::kLongStageRows);
