@@ -71,6 +71,8 @@ struct Variant {
   DType weights;
   OptimizerKind optimizer;
   bool hoisted;
+  /// the short-run kernel instance (".short-registers" / ".short-staged" force one; the others Auto)
+  cuda::BackwardTuning::ShortRuns short_runs = cuda::BackwardTuning::ShortRuns::Auto;
 };
 
 }  // namespace
@@ -79,6 +81,8 @@ int backward_main(const BackwardArgs& args) {
   cudaDeviceProp prop{};
   if (!first_device(prop)) return kNoDeviceExit;
 
+  constexpr auto kRegisters = cuda::BackwardTuning::ShortRuns::Registers;
+  constexpr auto kStaged = cuda::BackwardTuning::ShortRuns::Staged;
   const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.sgd", DType::F32, OptimizerKind::ExactSgd, false},
       {"fp32.sgd.hoisted", DType::F32, OptimizerKind::ExactSgd, true},
@@ -86,6 +90,12 @@ int backward_main(const BackwardArgs& args) {
       {"fp32.adagrad.hoisted", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true},
       {"fp16.adagrad", DType::F16, OptimizerKind::ExactRowwiseAdagrad, false},
       {"fp16.adagrad.hoisted", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true},
+      {"fp32.sgd.hoisted.short-registers", DType::F32, OptimizerKind::ExactSgd, true, kRegisters},
+      {"fp32.sgd.hoisted.short-staged", DType::F32, OptimizerKind::ExactSgd, true, kStaged},
+      {"fp32.adagrad.hoisted.short-registers", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kRegisters},
+      {"fp32.adagrad.hoisted.short-staged", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kStaged},
+      {"fp16.adagrad.hoisted.short-registers", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kRegisters},
+      {"fp16.adagrad.hoisted.short-staged", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kStaged},
   }, args.only, "backward");
   if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
@@ -148,7 +158,7 @@ int backward_main(const BackwardArgs& args) {
 
   const char* phase_names[6] = {"preprocess", "route", "psw_grad", "short", "long_chunks", "long_apply"};
   nlohmann::json results = nlohmann::json::array();
-  std::printf("\n%-22s %9s %9s %9s | %8s %8s %8s %8s %8s | %9s %9s | %7s %6s | %s\n", "variant",
+  std::printf("\n%-36s %9s %9s %9s | %8s %8s %8s %8s %8s | %9s %9s | %7s %6s | %s\n", "variant",
               "bwd_ms", "min", "max", "prep", "route", "short", "lchunk", "lapply", "fwd_ms",
               "fwd+bwd", "GB", "%copy", "counters");
   for (const Variant& v : *variants) {
@@ -167,7 +177,9 @@ int backward_main(const BackwardArgs& args) {
     BackwardOutputs out;
     out.weights = d_wout.get();
     out.momentum = bp.momentum != nullptr ? d_mout.as<float>() : nullptr;
-    cuda::BackwardOp op(bp);
+    cuda::BackwardTuning knobs;
+    knobs.short_runs = v.short_runs;
+    cuda::BackwardOp op(bp, {}, knobs);
     cuda::TransposeOp tr(fp);
     cuda::ForwardOp fwd(fp);
     DeviceBuffer bws(op.workspace_bytes(v.hoisted)), tws(v.hoisted ? tr.workspace_bytes() : 0),
@@ -247,16 +259,16 @@ int backward_main(const BackwardArgs& args) {
                   (long long)st.runs, (long long)k.short_runs, (long long)k.short_lookups,
                   (long long)(k.fused_runs + k.chunked_runs),
                   (long long)(k.fused_lookups + k.chunked_lookups), (long long)k.chunks);
-    std::printf("%-22s %9.3f %9.3f %9.3f | %8.3f %8.3f %8.3f %8.3f %8.3f | %9.3f %9.3f | %7.2f %5.1f%% | %s\n",
+    std::printf("%-36s %9.3f %9.3f %9.3f | %8.3f %8.3f %8.3f %8.3f %8.3f | %9.3f %9.3f | %7.2f %5.1f%% | %s\n",
                 v.name.c_str(), tb.median_ms, tb.min_ms, tb.max_ms, phase_med[0], phase_med[1],
                 phase_med[3], phase_med[4], phase_med[5], tf.median_ms, ttot.median_ms,
                 total_bytes / 1e9, pct, counters);
     if (v.hoisted)
-      std::printf("%-22s transpose alone %.3f ms (runs with forward on a second stream)\n", "",
+      std::printf("%-36s transpose alone %.3f ms (runs with forward on a second stream)\n", "",
                   tt.median_ms);
     std::string paths;
     for (auto& p : st.paths) paths += p + " ";
-    std::printf("%-22s paths: %s\n", "", paths.c_str());
+    std::printf("%-36s paths: %s\n", "", paths.c_str());
     nlohmann::json phases;
     for (int q = 0; q < 6; ++q) phases[phase_names[q]] = phase_med[q];
     results.push_back({{"variant", v.name}, {"policy", to_string(fp.options.policy)},

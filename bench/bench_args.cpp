@@ -207,6 +207,10 @@ void add_small_table(CLI::App& app, SmallTableArgs& a) {
   sub->add_option("--dump-npy", a.npy_dir,
                   "write each case's inputs under DIR/<case>/ for bench/peer_small_table.py")
       ->type_name("DIR");
+  sub->add_option("--only", a.only,
+                  "time only these cases (comma-separated names as printed, e.g. "
+                  "E8.L64,small-table; for a profiler run)")
+      ->type_name("NAMES");
 }
 
 }  // namespace

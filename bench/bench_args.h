@@ -68,6 +68,7 @@ struct SmallTableArgs {
   int iters = 20;          ///< --iters N
   std::string json_path;   ///< --json FILE, "" for none
   std::string npy_dir;     ///< --dump-npy DIR, "" for none
+  std::string only;        ///< --only: comma-separated case names, "" for all
 };
 
 /// `tbe-bench cpu` (bench/cpu_bench.cpp): the CPU fallback's forward and backward.

@@ -3,7 +3,7 @@
 // Adagrad), on the `small-table` workload and on a sweep of one-feature problems
 // E in {8, 32, 64} x L in {64, 128, 512} (D = 96, FP16 weights, uniform rows, fixed L).
 //
-//   tbe-bench small-table [--batch B] [--iters N] [--json FILE] [--dump-npy DIR]
+//   tbe-bench small-table [--batch B] [--iters N] [--json FILE] [--dump-npy DIR] [--only CASES]
 //
 // "path" = SmallTableTuning Mode::Auto (eligible features take the histogram path; the forward
 // saves its counts and the backward reuses them), "generic" = Mode::Off (every feature gathers).
@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,10 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-12s %8s %10s | %10s %10s %6s | %10s %10s %6s  small features\n", "case", "B",
               "lookups", "fwd path", "generic", "x", "f+b path", "generic", "x");
-  for (const Case& k : cases(args.batch)) {
+  const std::optional<std::vector<Case>> chosen =
+      tbe::bench::only_variants<Case>(cases(args.batch), args.only, "small-table");
+  if (!chosen) return 2;  // --only named an unknown case
+  for (const Case& k : *chosen) {
     ForwardCase c = generate(k.spec);
     const ForwardProblem host = c.view();
     const std::int64_t N = static_cast<std::int64_t>(c.indices.size());
@@ -142,7 +146,7 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
       cuda::ForwardTuning tuning;
       tuning.small_table.mode = path ? cuda::SmallTableTuning::Mode::Auto : cuda::SmallTableTuning::Mode::Off;
       cuda::ForwardOp fop(p, {}, tuning);
-      cuda::BackwardOp bop(bp, {}, tuning.small_table);
+      cuda::BackwardOp bop(bp, {}, cuda::BackwardTuning{tuning.small_table});
       DeviceBuffer counts_buf(fop.small_table_counts_bytes());
       cuda::SmallTableCounts counts;
       if (path && fop.small_table_counts_bytes() > 0) {

@@ -112,6 +112,8 @@ void build_inputs(BackwardInputs& in, const BackwardRunnerConfig& cfg, const Bac
   spec.T = small ? 3 : std::max<std::int64_t>(2, cfg.features);
   // Tables scale with the batch so small runs stay small (seed-large keeps E = 100000 at B = 8192).
   spec.E = std::min<std::int64_t>(spec.E, std::max<std::int64_t>(1024, spec.B * spec.L));
+  // dense_rows: mean SL 8; at least 65 rows, past the small-table path's E <= 64 (docs/small-table.md)
+  if (a.dense_rows) spec.E = std::max<std::int64_t>(65, spec.B * spec.L / 8);
   spec.feature_table_map.clear();
   spec.table_rows.clear();
   spec.table_dims.clear();
@@ -437,6 +439,7 @@ std::vector<BackwardRowAxes> enumerate_backward_rows() {
         a.momentum_nonzero = o.k == OptimizerKind::ExactRowwiseAdagrad && i % 2 == 1;
         a.wide_rows = i % 5 == 3;
         a.odd_rows = i % 10 == 5;  // route short, among the first rows of the schedule
+        a.dense_rows = i % 4 == 3 && !a.odd_rows && !a.wide_rows;
         rows.push_back(a);
         ++i;
       }
@@ -493,6 +496,7 @@ std::string backward_row_label(const BackwardRowAxes& a) {
      << ",momentum="
      << (a.optimizer == OptimizerKind::ExactSgd ? "none" : a.momentum_nonzero ? "random" : "zero")
      << ",D=" << (a.wide_rows ? 256 : a.odd_rows ? 125 : 128);
+  if (a.dense_rows) os << ",rows=dense";
   if (a.histogram != BackwardHistogram::Off)
     os << ",small_table=48x96+64x128,counts=" << to_string(a.histogram);
   return os.str();

@@ -25,6 +25,7 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "bwd.sort.key32", "bwd.short",      "bwd.long.chunked", "bwd.long.fused",
       "bwd.sr",         "bwd.psw_grad",   "bwd.group.warp",   "bwd.group.block",
       "bwd.nondeterministic", "bwd.gather.staged", "bwd.gather.registers",
+      "bwd.short.staged", "bwd.short.registers",
       "forward.small_table.mma", "bwd.small_table", "bwd.small_table.saved_counts"};
   // every LCE stage that runs under the default round-once policy (lt-epilogue implements
   // user-rounded only and then runs padded-k, docs/ikbo.md); both attention kernels at the

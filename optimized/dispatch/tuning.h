@@ -26,6 +26,13 @@
 #ifndef TBE_BWD_LONG_STAGE_ROWS
 #define TBE_BWD_LONG_STAGE_ROWS 16
 #endif
+// The same for SmallTable::kBagsPerBlock / kBackwardTargetBlocks.
+#ifndef TBE_ST_BAGS_PER_BLOCK
+#define TBE_ST_BAGS_PER_BLOCK 64
+#endif
+#ifndef TBE_ST_BWD_TARGET_BLOCKS
+#define TBE_ST_BWD_TARGET_BLOCKS 256
+#endif
 
 namespace tbe::cuda::tuning {
 
@@ -109,9 +116,12 @@ struct SmallTable {
   /// of a bag, so every count fed to the tensor cores is exact.
   static constexpr int kMaxExactCount = 2048;
   /// Forward: warps per block (each owns 16-bag m-tiles), bags per block (the table tile is loaded
-  /// once per block).
+  /// once per block). 64 bags: one m-tile per warp and B / 64 blocks (256 at B = 16384, about 2
+  /// per SM: the kernel is latency-bound). Measured on H200 (session 13, bench/results/README.md),
+  /// forward ms 128 -> 64 bags per block at B = 16384, D = 96: E8.L64 0.040 -> 0.028, E64.L64
+  /// 0.050 -> 0.035, E64.L128 0.048 -> 0.033, E64.L512 0.127 -> 0.054.
   static constexpr int kWarps = 4;
-  static constexpr int kBagsPerBlock = 128;
+  static constexpr int kBagsPerBlock = TBE_ST_BAGS_PER_BLOCK;
   /// Forward counting: a one-slice tile of contiguous bags with fewer positions than this (mean
   /// L < 96) is streamed position by position (4 index loads in flight per lane, the bag found by a
   /// binary search over the 16 starts); longer tiles are counted bag by bag (4 loads in flight),
@@ -122,8 +132,9 @@ struct SmallTable {
   /// whole 16-bag k-tiles of one feature; its partial tiles are reduced in a fixed order:
   /// deterministic). At least about 2 per SM of an H100/H200 (the block's k-loop is
   /// latency-bound), and at least sqrt(tiles) per feature; every block adds one FP32 partial per
-  /// row (the bound's P, docs/oracle.md).
-  static constexpr int kBackwardTargetBlocks = 256;
+  /// row (the bound's P, docs/oracle.md). 1024 measured no faster than 256 (session 13: forward +
+  /// backward within +-7% on the sweep at B = 16384, bench/results/README.md).
+  static constexpr int kBackwardTargetBlocks = TBE_ST_BWD_TARGET_BLOCKS;
   /// Shared-memory row strides (elements): the transposed table tile (E_pad + 8 halves: the
   /// B-fragment loads of 8 columns x 4 k-pairs hit 32 distinct banks) and the count tile (64 + 8
   /// ints: the 8-byte A-fragment loads of a half-warp hit distinct banks).
@@ -172,23 +183,35 @@ struct RunKernels {
   /// two <= 32; shared memory per 256-thread block: 8 warps · (R · 32 · 4 · sizeof(grad_output
   /// element) + 768 bytes of tile offsets and scales). Measured on H200, seed-large, hoisted, one
   /// session (session 12 call 3, bench/results/README.md), ms FP32 SGD / FP32 Adagrad / FP16
-  /// Adagrad: registers everywhere (main) 14.52 / 14.92 / 12.93; short runs staged at 16, long
+  /// Adagrad: registers everywhere 14.52 / 14.92 / 12.93; short runs staged at 16, long
   /// chunks registers 13.24 / 13.62 / 12.34; both staged at 16 12.96 / 13.42 / 11.66 (call 4,
-  /// with short runs of SL <= kRowsInFlight through registers: 12.68 / 13.01 / 11.71). Runs of one
-  /// or two lookups (prod-mixed, fbgemm-bench-default) lost 0-20% against main: the staged
-  /// kernel's 3 blocks per SM (below) against main's 4; not yet selected per workload.
+  /// with short runs of SL <= kRowsInFlight through registers: 12.68 / 13.01 / 11.71).
+  /// kShortStageRows is the ring of the staged short-run kernel instance; the register instance
+  /// (no ring) is compiled beside it and chosen per call (kShortStagedMinLookupsPerRow).
   static constexpr int kShortStageRows = TBE_BWD_SHORT_STAGE_ROWS;
   static constexpr int kLongStageRows = TBE_BWD_LONG_STAGE_ROWS;
   static_assert(kShortStageRows == 0 || (kShortStageRows <= 32 && (kShortStageRows & (kShortStageRows - 1)) == 0),
                 "kShortStageRows: 0 or a power of two <= 32");
   static_assert(kLongStageRows == 0 || (kLongStageRows <= 32 && (kLongStageRows & (kLongStageRows - 1)) == 0),
                 "kLongStageRows: 0 or a power of two <= 32");
-  /// __launch_bounds__ minimum resident blocks per SM of the short-run kernel with warp groups:
-  /// 4 (<= 64 registers, a few bytes spilled). Measured on H200, seed-large: 2% (FP32) to 12%
-  /// (FP16) faster short runs than 3 blocks without spills.
-  /// With the staged gather at kShortStageRows >= 16, shared memory (70 KiB per block for FP32
-  /// grad_output) admits 3 blocks per SM, and the bound follows so that no registers spill.
-  static constexpr int kShortMinBlocksPerSm = kShortStageRows >= 16 ? 3 : 4;
+  /// __launch_bounds__ minimum resident blocks per SM of the register short-run instance with
+  /// warp groups: 4 (<= 64 registers, a few bytes spilled). Measured on H200, seed-large: 2%
+  /// (FP32) to 12% (FP16) faster short runs than 3 blocks without spills.
+  static constexpr int kShortMinBlocksPerSm = 4;
+  /// Same for the staged instance: shared memory (70 KiB per block for FP32 grad_output at a ring
+  /// of 16) admits 3 blocks per SM, and the bound follows so that no registers spill.
+  static constexpr int kShortMinBlocksPerSmStaged = kShortStageRows >= 16 ? 3 : 4;
+  /// BackwardTuning::short_runs = Auto takes the staged short-run instance when the call's mean
+  /// lookups per table row, N / K (K = Σ_t E_t; host-known, no read-back), is at least this: the
+  /// ring only serves runs longer than kRowsInFlight, and the staged instance's lower occupancy
+  /// costs runs of one or two lookups. Measured on H200 (session 13, bench/results/README.md),
+  /// hoisted, ms FP32 SGD / FP32 Adagrad / FP16 Adagrad, register vs staged instance: seed-large
+  /// (N / K = 26) 15.33 / 15.90 / 14.28 vs 12.85 / 13.25 / 11.87; prod-mixed at B = 4096 (0.6)
+  /// 3.04 / 3.87 / 3.43 vs 3.01 / 3.76 / 3.95; fbgemm-bench-default (0.1) 0.248 / 0.316 / 0.293
+  /// vs 0.271 / 0.332 / 0.346. Rejected (same session): both instances, split by SL in two
+  /// launches (seed-large 13.36 / 13.80 / 12.25, prod-mixed 3.82 / 4.64 / 4.12), and a one-body
+  /// register gather (fewer spills; fbgemm-bench-default FP32 SGD 0.265).
+  static constexpr double kShortStagedMinLookupsPerRow = 4.0;
   /// Same for the long-run chunk and apply kernels: they measured slower at 4 and keep 3.
   static constexpr int kLongMinBlocksPerSm = 3;
   /// Same for block groups (kMaxBlockGroup threads, all kernels).

@@ -143,6 +143,9 @@ struct RunArgs {
   // --- launch geometry ---
   std::int32_t group_size = tuning::kWarpThreads;  ///< threads per run: 1..32 (warp groups) or 64..512 (block)
   std::int32_t grid = 0;                ///< persistent grid (blocks)
+  /// The short-run kernel's staged instance (RunKernels::kShortStageRows rows per lane ring, warp
+  /// groups only) instead of the register one (BackwardTuning::ShortRuns, resolved by the host).
+  bool short_staged = false;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 

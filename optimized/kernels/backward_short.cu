@@ -1,21 +1,25 @@
 // Short runs (SL < long_run_threshold): one group per run gathers the run's grad_output rows in
-// sorted order (runs longer than one register batch staged through per-lane cp.async rings for
-// warp groups: kernels/backward_runs.cuh), accumulates them in registers (Acc), applies the
-// optimizer and stores the row with plain stores. Persistent grid: groups stride over the runs up to the device count R (the launch
-// is sized by the device, not by R, so nothing is read back); long runs and the sentinel run
-// (positions outside every bag) are skipped.
+// sorted order, accumulates them in registers (Acc), applies the optimizer and stores the row with
+// plain stores. Two instances per type (RunArgs::short_staged, chosen by the host per call): the
+// register gather at 4 blocks per SM, and the staged one (runs longer than one register batch staged
+// through per-lane cp.async rings for warp groups: kernels/backward_runs.cuh) at 3. Persistent
+// grid: groups stride over the runs up to the device count R (the launch is sized by the device,
+// not by R, so nothing is read back); long runs and the sentinel run (positions outside every bag)
+// are skipped.
 #include "kernels/backward_optimizer.cuh"
 #include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
 namespace {
 
-// Warp groups: tuning::RunKernels::kShortMinBlocksPerSm blocks of 256 per SM (3 with the staged
-// gather's 70 KiB of rings; the table has the measurements).
-template <class W, class Acc, class Out, bool kBlock>
+// Warp groups: tuning::RunKernels::kShortMinBlocksPerSm blocks of 256 per SM with the register
+// gather (kStage = 0), kShortMinBlocksPerSmStaged with the staged gather's rings (the table has the
+// measurements). Block groups always gather through registers (kStage = 0).
+template <class W, class Acc, class Out, bool kBlock, int kStage>
 __global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock,
                                   kBlock ? tuning::RunKernels::kBlockGroupMinBlocksPerSm
-                                         : tuning::RunKernels::kShortMinBlocksPerSm)
+                                  : kStage > 0 ? tuning::RunKernels::kShortMinBlocksPerSmStaged
+                                               : tuning::RunKernels::kShortMinBlocksPerSm)
 short_runs_group_per_run(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
@@ -44,7 +48,7 @@ short_runs_group_per_run(const RunArgs a) {
       const BwdTableMeta t = table_of(a, key);
       const RowState st = load_row_state<W, kBlock>(a, g, key, t);
       Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-      accumulate_sorted<Out, Acc, kBlock, tuning::RunKernels::kShortStageRows, kRunRowsInFlight>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
+      accumulate_sorted<Out, Acc, kBlock, kStage, kRunRowsInFlight>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
       apply_row<W, Acc, kBlock>(a, g, key, t, st, acc);
     }
     sl = sl_n;
@@ -55,15 +59,27 @@ short_runs_group_per_run(const RunArgs a) {
 
 }  // namespace
 
-template <DType kW, DType kAcc, DType kOut, bool kBlock>
-void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
-  auto* kernel = short_runs_group_per_run<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
+template <class W, class Acc, class Out, bool kBlock, int kStage>
+void launch_short_instance(const RunArgs& a, cudaStream_t stream) {
+  auto* kernel = short_runs_group_per_run<W, Acc, Out, kBlock, kStage>;
   const int block = kBlock ? a.group_size : kRunBlock;
   // block groups: resident blocks are computed for 512 threads; smaller groups fit more
-  constexpr int smem = kRunStageBytes<storage_t<kOut>, kBlock, tuning::RunKernels::kShortStageRows>;
+  constexpr int smem = kRunStageBytes<Out, kBlock, kStage>;
   static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock, smem);
   const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
   kernel<<<static_cast<unsigned>(g), block, smem, stream>>>(a);
+}
+
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
+  using W = storage_t<kW>;
+  using Acc = storage_t<kAcc>;
+  using Out = storage_t<kOut>;
+  constexpr int kStaged = tuning::RunKernels::kShortStageRows;
+  if constexpr (!kBlock && kStaged > 0) {
+    if (a.short_staged) return launch_short_instance<W, Acc, Out, kBlock, kStaged>(a, stream);
+  }
+  launch_short_instance<W, Acc, Out, kBlock, 0>(a, stream);
 }
 
 TBE_BWD_INSTANTIATE(launch_short_runs_t)

@@ -332,8 +332,9 @@ struct BackwardPlan {
 
   /// p and s passed BackwardOp::can_implement.
   explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s,
-                        const SmallTableTuning& small)
+                        const BackwardTuning& knobs)
       : transpose(p.forward) {
+    const SmallTableTuning& small = knobs.small_table;
     problem = p;
     strategy = s;
     const ForwardProblem& f = p.forward;
@@ -458,6 +459,15 @@ struct BackwardPlan {
     a.row_stride = (dmax + kCols - 1) / kCols * kCols;
     a.acc_size = static_cast<std::int32_t>(dtype_size(accumulation));
     a.group_size = G;
+    // the short-run kernel instance (BackwardTuning::ShortRuns; block groups have one instance)
+    using ShortRuns = BackwardTuning::ShortRuns;
+    const double lookups_per_row =
+        K > 0 ? static_cast<double>(transpose.N) / static_cast<double>(K) : 0.0;
+    const bool staged_short =
+        knobs.short_runs == ShortRuns::Staged ||
+        (knobs.short_runs == ShortRuns::Auto &&
+         lookups_per_row >= tuning::RunKernels::kShortStagedMinLookupsPerRow);
+    a.short_staged = staged_short && !types.block_group && tuning::RunKernels::kShortStageRows > 0;
 
     // --- workspace (backward part): counters | long runs | chunk->run | counters | partials ---
     const std::int64_t N = transpose.N;
@@ -535,15 +545,15 @@ Status BackwardOp::can_implement(const BackwardProblem& p, const BackwardStrateg
 }
 
 BackwardOp::BackwardOp(const BackwardProblem& p, const BackwardStrategy& s)
-    : BackwardOp(p, s, SmallTableTuning{}) {}
+    : BackwardOp(p, s, BackwardTuning{}) {}
 BackwardOp::BackwardOp(const BackwardProblem& p, const BackwardStrategy& s,
-                       const SmallTableTuning& small) {
+                       const BackwardTuning& knobs) {
   throw_if_error(can_implement(p, s));
-  plan_ = std::make_unique<BackwardPlan>(p, s, small);
+  plan_ = std::make_unique<BackwardPlan>(p, s, knobs);
 }
 BackwardOp::BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s,
-                       const SmallTableTuning& small)
-    : plan_(std::make_unique<BackwardPlan>(p, s, small)) {}
+                       const BackwardTuning& knobs)
+    : plan_(std::make_unique<BackwardPlan>(p, s, knobs)) {}
 BackwardOp::~BackwardOp() = default;
 BackwardOp::BackwardOp(BackwardOp&&) noexcept = default;
 BackwardOp& BackwardOp::operator=(BackwardOp&&) noexcept = default;
@@ -755,7 +765,10 @@ BackwardStats BackwardOp::finish() {
   st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups;
   st.paths.push_back(tp.sort_path());
   if (P.hoisted) st.paths.push_back("bwd.hoisted");
-  if (k.short_runs > 0) st.paths.push_back("bwd.short");
+  if (k.short_runs > 0) {
+    st.paths.push_back("bwd.short");
+    st.paths.push_back(P.run.short_staged ? "bwd.short.staged" : "bwd.short.registers");
+  }
   if (c.long_runs > 0) st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");
   if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
   if (P.small_stats.rows > 0) st.paths.push_back("bwd.small_table");
@@ -769,7 +782,7 @@ BackwardStats BackwardOp::finish() {
     const auto shape = [&](int stage_rows) {
       return detail::staged_gather_shape(P.types.block_group, P.run.grad_vec, P.run.group_size, stage_rows);
     };
-    const bool short_shape = shape(tuning::RunKernels::kShortStageRows);
+    const bool short_shape = shape(P.run.short_staged ? tuning::RunKernels::kShortStageRows : 0);
     const bool long_shape = shape(tuning::RunKernels::kLongStageRows);
     const auto short_over = static_cast<std::int64_t>(c.short_runs_over_batch);
     const bool staged = (short_shape && short_over > 0) || (long_shape && c.long_runs > 0);

@@ -13,6 +13,7 @@
 
 #include "tbe/backward.h"
 #include "tbe/backward_case.h"
+#include "tbe/cuda/backward.h"
 #include "tbe/cuda/small_table.h"
 #include "tbe/errors.h"
 #include "tbe/oracle/backward_oracle.h"
@@ -43,6 +44,8 @@ struct BackwardRunOptions {
   bool want_psw = false;   ///< request per-sample-weight gradients (weighted problems)
   /// The small-table path's knobs (docs/small-table.md), for the ForwardOp too.
   cuda::SmallTableTuning small_table;
+  /// The short-run kernel instance (cuda::BackwardTuning::ShortRuns).
+  cuda::BackwardTuning::ShortRuns short_runs = cuda::BackwardTuning::ShortRuns::Auto;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

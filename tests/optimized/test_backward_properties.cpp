@@ -53,6 +53,29 @@ void verify_counters(const BackwardOutcome& gpu, const BackwardOutcome& ref,
   RC_ASSERT(k.chunks <= long_lookups / s.chunk_size + long_runs);
 }
 
+/// Inputs of the bitwise gather comparisons: D drawn mostly in the staged gather's shape
+/// (DimRule::Staged 4 : MultipleOf4 1 : Any 1), a random strategy made deterministic, psw
+/// gradients when weighted. `staged_small_rows`: Staged cases pile their lookups on 1..3 rows per
+/// table (runs longer than one register batch); otherwise small rows are drawn.
+struct GatherCase {
+  DimRule rule;
+  BackwardCase c;
+  BackwardRunOptions o;
+};
+GatherCase gen_gather_case(bool staged_small_rows) {
+  GatherCase g;
+  g.rule = *rc::gen::weightedElement<DimRule>(
+      {{4, DimRule::Staged}, {1, DimRule::MultipleOf4}, {1, DimRule::Any}});
+  g.c = gen_backward_case(BoundsCheckMode::Warning,
+                          (staged_small_rows && g.rule == DimRule::Staged) || *rc::gen::arbitrary<bool>(),
+                          g.rule);
+  g.o.strategy = gen_strategy();
+  g.o.strategy.deterministic = true;
+  g.o.want_psw = !g.c.forward.per_sample_weights.empty();
+  RC_LOG() << describe(g.c.forward) << " " << describe(g.o.strategy) << "\n";
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][backward]") {
@@ -67,9 +90,12 @@ TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][
     o.in_place = *rc::gen::arbitrary<bool>();
     o.hoisted = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     o.want_psw = !c.forward.per_sample_weights.empty();
+    o.short_runs = *rc::gen::element(cuda::BackwardTuning::ShortRuns::Auto,
+                                     cuda::BackwardTuning::ShortRuns::Registers,
+                                     cuda::BackwardTuning::ShortRuns::Staged);
     RC_LOG() << describe(c.forward) << " optimizer=" << to_string(c.options.optimizer.kind)
              << " " << describe(o.strategy) << " in_place=" << o.in_place
-             << " hoisted=" << o.hoisted << "\n";
+             << " hoisted=" << o.hoisted << " short_runs=" << static_cast<int>(o.short_runs) << "\n";
     BackwardFailureRecorder rec("backward-valid", c, o.strategy, o.hoisted);
     rec.run([&] {
       const BackwardOutcome gpu = run_backward_gpu(c, o);
@@ -92,7 +118,54 @@ TEST_CASE("backward on random problems lies in the oracle's enclosures", "[gpu][
       RC_CLASSIFY(has_path(gpu.stats, "bwd.sr"), "sr");
       RC_CLASSIFY(has_path(gpu.stats, "bwd.group.block"), "block groups");
       RC_CLASSIFY(has_path(gpu.stats, "bwd.gather.staged"), "staged gather");
+      RC_CLASSIFY(has_path(gpu.stats, "bwd.short.staged"), "staged short-run instance");
       RC_CLASSIFY(!o.strategy.deterministic, "nondeterministic");
+    });
+  });
+}
+
+TEST_CASE("the register and staged short-run kernel instances give bitwise equal updates",
+          "[gpu][backward][gather]") {
+  // cuda::BackwardTuning::ShortRuns picks one of two compiled instances of the short-run kernel
+  // (kernels/backward_short.cu); both add the same rows in sorted order with the same arithmetic.
+  // Auto follows the documented rule: staged for warp groups when N / K >= 4 (dispatch/tuning.h
+  // RunKernels::kShortStagedMinLookupsPerRow).
+  using ShortRuns = cuda::BackwardTuning::ShortRuns;
+  rc::prop("ShortRuns::Registers == ShortRuns::Staged == Auto, bitwise; Auto's rule", [&] {
+    auto [rule, c, o] = gen_gather_case(false);
+    BackwardFailureRecorder rec("backward-short-instances", c, o.strategy);
+    rec.run([&] {
+      BackwardRunOptions r = o, st = o;
+      r.short_runs = ShortRuns::Registers;
+      st.short_runs = ShortRuns::Staged;
+      const BackwardOutcome auto_run = run_backward_gpu(c, o);
+      const BackwardOutcome regs = run_backward_gpu(c, r);
+      const BackwardOutcome staged = run_backward_gpu(c, st);
+      rec.record(staged, "cuda BackwardOp, ShortRuns::Staged");
+      RC_ASSERT(auto_run.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(regs.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(staged.kind == BackwardOutcome::Kind::Ok);
+      verify_judged(c, staged);
+      const bool short_ran = regs.stats.counters.short_runs > 0;
+      const bool block = has_path(regs.stats, "bwd.group.block");
+      RC_ASSERT(has_path(regs.stats, "bwd.short.registers") == short_ran);
+      RC_ASSERT(!has_path(regs.stats, "bwd.short.staged"));
+      // block groups have one instance (registers)
+      RC_ASSERT(has_path(staged.stats, "bwd.short.staged") == (short_ran && !block));
+      std::int64_t K = 0;
+      for (const std::int64_t e : c.forward.rows) K += e;
+      const bool auto_staged = !block && static_cast<double>(c.forward.indices.size()) >= 4.0 * static_cast<double>(K);
+      RC_ASSERT(has_path(auto_run.stats, "bwd.short.staged") == (short_ran && auto_staged));
+      RC_CLASSIFY(short_ran && auto_staged, "Auto: staged");
+      RC_CLASSIFY(short_ran && !block && !auto_staged, "Auto: registers");
+      for (const BackwardOutcome* x : {&regs, &auto_run}) {
+        RC_ASSERT(staged.weights == x->weights);
+        RC_ASSERT(staged.momentum == x->momentum);
+        RC_ASSERT(staged.psw_grad.size() == x->psw_grad.size());
+        RC_ASSERT(std::memcmp(staged.psw_grad.data(), x->psw_grad.data(),
+                              staged.psw_grad.size() * sizeof(float)) == 0);
+        RC_ASSERT(staged.stats.counters.short_runs == x->stats.counters.short_runs);
+      }
     });
   });
 }
@@ -104,16 +177,7 @@ TEST_CASE("staged and register gathers of grad_output rows give bitwise equal up
   // the bit. grad_output one element past an aligned address forces the register gather.
   int staged_runs = 0;
   rc::prop("aligned grad_output (staged) == misaligned grad_output (registers), bitwise", [&] {
-    const DimRule rule = *rc::gen::weightedElement<DimRule>(
-        {{4, DimRule::Staged}, {1, DimRule::MultipleOf4}, {1, DimRule::Any}});
-    // Staged cases pile their lookups on 1..3 rows per table: runs longer than one batch
-    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning,
-                                       rule == DimRule::Staged || *rc::gen::arbitrary<bool>(), rule);
-    BackwardRunOptions o;
-    o.strategy = gen_strategy();
-    o.strategy.deterministic = true;
-    o.want_psw = !c.forward.per_sample_weights.empty();
-    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
+    auto [rule, c, o] = gen_gather_case(true);
     BackwardFailureRecorder rec("backward-gather-staged-vs-registers", c, o.strategy);
     rec.run([&] {
       const BackwardOutcome staged = run_backward_gpu(c, o);

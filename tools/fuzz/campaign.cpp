@@ -537,7 +537,8 @@ void Campaign::print_paths() const {
       {Operator::Backward, "bwd.sr"},           {Operator::Backward, "bwd.psw_grad"},
       {Operator::Backward, "bwd.group.warp"},   {Operator::Backward, "bwd.group.block"},
       {Operator::Backward, "bwd.nondeterministic"}, {Operator::Backward, "bwd.gather.staged"},
-      {Operator::Backward, "bwd.gather.registers"}};
+      {Operator::Backward, "bwd.gather.registers"}, {Operator::Backward, "bwd.short.staged"},
+      {Operator::Backward, "bwd.short.registers"}};
   std::string missing;
   for (const auto& [op, p] : wanted)
     if (per_op_.count(op) && !paths_.count(p)) missing += std::string(missing.empty() ? "" : ", ") + p;

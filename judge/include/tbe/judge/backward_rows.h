@@ -65,6 +65,10 @@ struct BackwardRowAxes {
   bool wide_rows = false;  ///< D = 256 instead of seed-large's 128 (block groups on the GPU)
   /// D = 125 instead of 128 (D % 4 != 0: the GPU's scalar column tail; not with wide_rows)
   bool odd_rows = false;
+  /// Tables of E = max(65, B·L / 8) rows (mean SL 8 instead of about 1): N / K >= 4, so the CUDA
+  /// backward's Auto rule takes the staged short-run kernel instance (docs/backward.md "Work
+  /// routing"); D = 128 (not with odd_rows or wide_rows).
+  bool dense_rows = false;
   /// Not Off: features 0 and 1 read FP16 tables of 48 x 96 (L = 128) and 64 x 128 (L = 64),
   /// eligible for the small-table path, beside one generic feature (D = 128, L = 20).
   BackwardHistogram histogram = BackwardHistogram::Off;

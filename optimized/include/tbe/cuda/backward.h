@@ -88,6 +88,30 @@ class TransposeOp {
   char* last_workspace_ = nullptr;
 };
 
+/// Launch choices of the CUDA backward (BackwardOp). None changes a result: every choice gives
+/// bitwise the same outputs (the summation order is the sorted order, docs/backward.md); the
+/// constants behind them live in optimized/dispatch/tuning.h (RunKernels, SmallTable).
+struct BackwardTuning {
+  /// The small-table histogram path's knobs (docs/small-table.md; default: Mode::Auto with the
+  /// expected L measured from the device offsets, as ForwardOp).
+  SmallTableTuning small_table;
+  /// Which instance of the short-run kernel runs (docs/backward.md "Work routing"; paths
+  /// "bwd.short.staged" / "bwd.short.registers").
+  enum class ShortRuns : std::uint8_t {
+    /// Staged when the mean lookups per table row N / K (K = Σ_t E_t) is at least
+    /// tuning::RunKernels::kShortStagedMinLookupsPerRow (4), else Registers.
+    Auto,
+    /// grad_output rows in registers (4 in flight per lane), 4 blocks of 256 threads per SM: for
+    /// runs of one to a few lookups.
+    Registers,
+    /// runs longer than 4 lookups stage their rows through per-lane cp.async rings of 16 rows in
+    /// shared memory (warp groups of >= 16 lanes with aligned rows; the others gather through
+    /// registers as above), 3 blocks per SM.
+    Staged,
+  };
+  ShortRuns short_runs = ShortRuns::Auto;
+};
+
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
 
 /// One TBE backward + exact optimizer on device memory.
@@ -121,13 +145,13 @@ class BackwardOp {
   /// Runs can_implement(p, s) (InvalidArgument(status) naming the argument, before any launch),
   /// builds the plan and uploads the small per-table/per-feature metadata (synchronously).
   explicit BackwardOp(const BackwardProblem& p, const BackwardStrategy& s = {});
-  /// The same with the small-table path's knobs (docs/small-table.md; default: Mode::Auto with the
-  /// expected L measured from the device offsets, as ForwardOp).
-  BackwardOp(const BackwardProblem& p, const BackwardStrategy& s, const SmallTableTuning& small);
+  /// The same with the launch choices (BackwardTuning: the small-table path's knobs, the short-run
+  /// kernel instance).
+  BackwardOp(const BackwardProblem& p, const BackwardStrategy& s, const BackwardTuning& tuning);
   /// The same without the checks: can_implement(p, s) must have returned ok()
   /// (tbe/cuda/validated.h).
   BackwardOp(const BackwardProblem& p, Validated, const BackwardStrategy& s = {},
-             const SmallTableTuning& small = {});
+             const BackwardTuning& tuning = {});
   ~BackwardOp();
   BackwardOp(const BackwardOp&) = delete;
   BackwardOp& operator=(const BackwardOp&) = delete;
@@ -152,8 +176,10 @@ class BackwardOp {
   /// Synchronizes the stream of the last run(); returns warnings, runs, lookups, the per-path
   /// counters read back from the device and the paths exercised ("bwd.sort.key32"/"key64",
   /// "bwd.short", "bwd.long.chunked", "bwd.long.fused", "bwd.psw_grad", "bwd.sr", "bwd.hoisted",
-  /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", "bwd.gather.staged"/
-  /// "bwd.gather.registers" (how the run kernels gathered grad_output rows), bounds-check paths).
+  /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", "bwd.short.staged"/
+  /// "bwd.short.registers" (the short-run kernel instance, BackwardTuning::ShortRuns),
+  /// "bwd.gather.staged"/"bwd.gather.registers" (how the run kernels gathered grad_output rows),
+  /// bounds-check paths).
   /// Throws BoundsCheckError (FATAL: the first offender, as tbe::find_first_violation; no output
   /// was written) or DeviceError (a CUDA error).
   BackwardStats finish();
