@@ -88,9 +88,10 @@ class TransposeOp {
   char* last_workspace_ = nullptr;
 };
 
-/// Launch choices of the CUDA backward (BackwardOp). None changes a result: every choice gives
-/// bitwise the same outputs (the summation order is the sorted order, docs/backward.md); the
-/// constants behind them live in optimized/dispatch/tuning.h (RunKernels, SmallTable).
+/// Launch choices of the CUDA backward (BackwardOp); the constants behind them live in
+/// optimized/dispatch/tuning.h (RunKernels, SmallTable). short_runs never changes a result (every
+/// choice adds the same rows in the sorted order: bitwise equal outputs); small_table chooses a
+/// path whose results lie in the same enclosures (docs/oracle.md "Small-table histogram path").
 struct BackwardTuning {
   /// The small-table histogram path's knobs (docs/small-table.md; default: Mode::Auto with the
   /// expected L measured from the device offsets, as ForwardOp).
