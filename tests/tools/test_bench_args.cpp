@@ -81,6 +81,8 @@ TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
   CHECK(d.backward.only.empty());
   CHECK(command({"backward", "--only", "fp32.sgd.hoisted,fp16.adagrad"}).backward.only ==
         "fp32.sgd.hoisted,fp16.adagrad");
+  CHECK(command({"small-table"}).small_table.only.empty());
+  CHECK(command({"small-table", "--only", "E8.L64,small-table"}).small_table.only == "E8.L64,small-table");
 }
 
 TEST_CASE("bench args: --only selects variants in their order; an unknown name is an error", "[cli]") {
