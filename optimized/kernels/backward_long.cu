@@ -108,19 +108,15 @@ long_apply_group_per_run(const RunArgs a) {
 
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_long_chunks_t(const RunArgs& a, cudaStream_t stream) {
-  auto* kernel = long_chunks_group_per_chunk<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
-  constexpr int smem = kRunStageBytes<storage_t<kOut>, kBlock, tuning::RunKernels::kLongStageRows>;
-  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock, smem);
-  const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
-  kernel<<<static_cast<unsigned>(g), kBlock ? a.group_size : kRunBlock, smem, stream>>>(a);
+  using Out = storage_t<kOut>;
+  launch_persistent<long_chunks_group_per_chunk<storage_t<kW>, storage_t<kAcc>, Out, kBlock>, kBlock,
+                    kRunStageBytes<Out, kBlock, tuning::RunKernels::kLongStageRows>>(a, stream);
 }
 
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_long_apply_t(const RunArgs& a, cudaStream_t stream) {
-  auto* kernel = long_apply_group_per_run<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>;
-  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock);
-  const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
-  kernel<<<static_cast<unsigned>(g), kBlock ? a.group_size : kRunBlock, 0, stream>>>(a);
+  launch_persistent<long_apply_group_per_run<storage_t<kW>, storage_t<kAcc>, storage_t<kOut>, kBlock>,
+                    kBlock>(a, stream);
 }
 
 TBE_BWD_INSTANTIATE(launch_long_chunks_t)

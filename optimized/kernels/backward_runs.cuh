@@ -423,6 +423,17 @@ int resident_grid(Kernel kernel, int block, int smem = 0) {
   return sms * (per_sm > 0 ? per_sm : 1);
 }
 
+/// Launches a persistent run kernel (short runs, long-run chunks, long-run apply): the resident
+/// blocks of the device (computed once per kernel) of kRunBlock threads for warp groups; for block
+/// groups the blocks resident at kMaxBlockGroup threads, times the groups of a.group_size threads
+/// that fit in one such block (smaller groups fit more). kSmem: dynamic shared memory per block.
+template <auto kKernel, bool kBlock, int kSmem = 0>
+void launch_persistent(const RunArgs& a, cudaStream_t stream) {
+  static const int grid = resident_grid(kKernel, kBlock ? kMaxBlockGroup : kRunBlock, kSmem);
+  const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
+  kKernel<<<static_cast<unsigned>(g), kBlock ? a.group_size : kRunBlock, kSmem, stream>>>(a);
+}
+
 /// The run-kernel instances of one launcher: every row of dispatch/dispatch.h kCompiledBackward
 /// (static_assert), each with warp and block groups.
 #define TBE_BWD_INSTANTIATE(LAUNCH)                                            \

@@ -59,17 +59,6 @@ short_runs_group_per_run(const RunArgs a) {
 
 }  // namespace
 
-template <class W, class Acc, class Out, bool kBlock, int kStage>
-void launch_short_instance(const RunArgs& a, cudaStream_t stream) {
-  auto* kernel = short_runs_group_per_run<W, Acc, Out, kBlock, kStage>;
-  const int block = kBlock ? a.group_size : kRunBlock;
-  // block groups: resident blocks are computed for 512 threads; smaller groups fit more
-  constexpr int smem = kRunStageBytes<Out, kBlock, kStage>;
-  static const int grid = resident_grid(kernel, kBlock ? kMaxBlockGroup : kRunBlock, smem);
-  const int g = kBlock ? grid * (kMaxBlockGroup / a.group_size) : grid;
-  kernel<<<static_cast<unsigned>(g), block, smem, stream>>>(a);
-}
-
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
   using W = storage_t<kW>;
@@ -77,9 +66,11 @@ void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
   using Out = storage_t<kOut>;
   constexpr int kStaged = tuning::RunKernels::kShortStageRows;
   if constexpr (!kBlock && kStaged > 0) {
-    if (a.short_staged) return launch_short_instance<W, Acc, Out, kBlock, kStaged>(a, stream);
+    if (a.short_staged)
+      return launch_persistent<short_runs_group_per_run<W, Acc, Out, kBlock, kStaged>, kBlock,
+                               kRunStageBytes<Out, kBlock, kStaged>>(a, stream);
   }
-  launch_short_instance<W, Acc, Out, kBlock, 0>(a, stream);
+  launch_persistent<short_runs_group_per_run<W, Acc, Out, kBlock, 0>, kBlock>(a, stream);
 }
 
 TBE_BWD_INSTANTIATE(launch_short_runs_t)

@@ -459,10 +459,11 @@ struct BackwardPlan {
     a.row_stride = (dmax + kCols - 1) / kCols * kCols;
     a.acc_size = static_cast<std::int32_t>(dtype_size(accumulation));
     a.group_size = G;
+
+    const std::int64_t N = transpose.N;
     // the short-run kernel instance (BackwardTuning::ShortRuns; block groups have one instance)
     using ShortRuns = BackwardTuning::ShortRuns;
-    const double lookups_per_row =
-        K > 0 ? static_cast<double>(transpose.N) / static_cast<double>(K) : 0.0;
+    const double lookups_per_row = K > 0 ? static_cast<double>(N) / static_cast<double>(K) : 0.0;
     const bool staged_short =
         knobs.short_runs == ShortRuns::Staged ||
         (knobs.short_runs == ShortRuns::Auto &&
@@ -470,7 +471,6 @@ struct BackwardPlan {
     a.short_staged = staged_short && !types.block_group && tuning::RunKernels::kShortStageRows > 0;
 
     // --- workspace (backward part): counters | long runs | chunk->run | counters | partials ---
-    const std::int64_t N = transpose.N;
     max_long = N / s.long_run_threshold + 1;
     max_chunks = N / s.chunk_size + max_long + 1;
     a.max_long = static_cast<std::uint32_t>(max_long);
