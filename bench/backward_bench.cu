@@ -73,6 +73,8 @@ struct Variant {
   bool hoisted;
   /// the short-run kernel instance (".short-registers" / ".short-staged" force one; the others Auto)
   cuda::BackwardTuning::ShortRuns short_runs = cuda::BackwardTuning::ShortRuns::Auto;
+  /// the chunk-order sort (".chunk-device-wide" forces cub::DeviceRadixSort; the others Auto)
+  cuda::BackwardTuning::ChunkOrder chunk_order = cuda::BackwardTuning::ChunkOrder::Auto;
 };
 
 }  // namespace
@@ -83,6 +85,8 @@ int backward_main(const BackwardArgs& args) {
 
   constexpr auto kRegisters = cuda::BackwardTuning::ShortRuns::Registers;
   constexpr auto kStaged = cuda::BackwardTuning::ShortRuns::Staged;
+  constexpr auto kAutoShort = cuda::BackwardTuning::ShortRuns::Auto;
+  constexpr auto kDeviceWide = cuda::BackwardTuning::ChunkOrder::DeviceWide;
   const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.sgd", DType::F32, OptimizerKind::ExactSgd, false},
       {"fp32.sgd.hoisted", DType::F32, OptimizerKind::ExactSgd, true},
@@ -96,6 +100,9 @@ int backward_main(const BackwardArgs& args) {
       {"fp32.adagrad.hoisted.short-staged", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kStaged},
       {"fp16.adagrad.hoisted.short-registers", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kRegisters},
       {"fp16.adagrad.hoisted.short-staged", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kStaged},
+      {"fp32.sgd.hoisted.chunk-device-wide", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kDeviceWide},
+      {"fp32.adagrad.hoisted.chunk-device-wide", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kDeviceWide},
+      {"fp16.adagrad.hoisted.chunk-device-wide", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kDeviceWide},
   }, args.only, "backward");
   if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
@@ -179,6 +186,7 @@ int backward_main(const BackwardArgs& args) {
     out.momentum = bp.momentum != nullptr ? d_mout.as<float>() : nullptr;
     cuda::BackwardTuning knobs;
     knobs.short_runs = v.short_runs;
+    knobs.chunk_order = v.chunk_order;
     cuda::BackwardOp op(bp, {}, knobs);
     cuda::TransposeOp tr(fp);
     cuda::ForwardOp fwd(fp);

@@ -157,6 +157,17 @@ struct Preprocess {
   /// The router's grid: min(ceil(N / kBlockThreads), kRouteBlocksPerSm · SMs) blocks, striding
   /// over the R <= N runs (R is a device count, so the grid is sized by N).
   static constexpr int kRouteBlocksPerSm = 8;
+  /// The chunk-order sort (launch_chunk_order) as one CTA: cub::BlockRadixSort of kChunkOrderItems
+  /// keys per thread over kChunkOrderThreads threads, sorting only the chunks the router listed (a
+  /// device count; none listed: the CTA returns at once). It serves calls whose chunk slots fit
+  /// (max_chunks <= kChunkOrderOneCtaSlots: N <= about 1.18 M lookups at the default threshold and
+  /// chunk size); larger ones take cub::DeviceRadixSort over every slot (histogram, scan and four
+  /// onesweep passes: about 25 µs even with nothing to sort, ncu session 13,
+  /// bench/results/README.md). BackwardTuning::chunk_order forces either (tests).
+  static constexpr int kChunkOrderThreads = 1024;
+  static constexpr int kChunkOrderItems = 9;
+  static constexpr std::int64_t kChunkOrderOneCtaSlots =
+      static_cast<std::int64_t>(kChunkOrderThreads) * kChunkOrderItems;
 };
 
 /// Run kernels: short runs (kernels/backward_short.cu), long-run chunks and apply

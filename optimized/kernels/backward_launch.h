@@ -192,6 +192,12 @@ void launch_sort_rle(bool key32, int end_bit, std::int64_t n, std::int64_t max_r
 /// Router: splits runs into short (counted) and long (listed with their chunks, each with the
 /// sorted value of its first lookup as a locality key; unused key slots must hold 0xffffffff).
 void launch_route(const RunArgs& a, cudaStream_t stream);
+/// The chunk order in one CTA (tuning::Preprocess::kChunkOrderOneCtaSlots slots at most): the
+/// listed slots [0, *num_chunks) sorted by keys[slot] on bits [0, end_bit), stable, into
+/// order[0, *num_chunks) (the same order as launch_chunk_sort's first *num_chunks ids); returns at
+/// once when no chunk is listed.
+void launch_chunk_order_one_cta(const std::uint32_t* keys, const unsigned* num_chunks, int end_bit,
+                                std::uint32_t* order, cudaStream_t stream);
 /// CUB temp bytes of the chunk ordering sort over n slots.
 std::size_t chunk_sort_temp_bytes(std::int64_t n);
 /// Orders the chunk slots by the position of their first lookup (cub::DeviceRadixSort over the

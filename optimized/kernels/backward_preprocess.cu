@@ -12,6 +12,7 @@
 //     sort and encode, min(N, K + 1) runs to scan); nothing is read back to the host.
 //  5. route: runs with SL >= threshold are listed (slot, chunk range) for the long-run kernels
 //     (atomic slot allocation; a run's result does not depend on its slot), the rest counted.
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
@@ -216,7 +217,42 @@ __global__ void __launch_bounds__(kBlock) expand_long_runs(const RunArgs a) {
   }
 }
 
+// The chunk order in one CTA: the listed chunk slots [0, num_chunks) (the router allocates them
+// contiguously) sorted by key, stable (ties keep slot order, as cub::DeviceRadixSort over every
+// slot: the same order); blocked arrangement, slots past num_chunks padded with the largest key
+// (valid keys are sorted values < 2^31) and never written.
+constexpr int kOrderThreads = tuning::Preprocess::kChunkOrderThreads;
+constexpr int kOrderItems = tuning::Preprocess::kChunkOrderItems;
+using ChunkOrderSort = cub::BlockRadixSort<std::uint32_t, kOrderThreads, kOrderItems, std::uint32_t>;
+
+__global__ void __launch_bounds__(kOrderThreads, 1)
+chunk_order_one_cta(const std::uint32_t* keys, const unsigned* num_chunks, int end_bit,
+                    std::uint32_t* order) {
+  const unsigned m = *num_chunks;
+  if (m == 0) return;  // no long run: nothing reads the order
+  __shared__ typename ChunkOrderSort::TempStorage temp;
+  std::uint32_t k[kOrderItems], v[kOrderItems];
+#pragma unroll
+  for (int i = 0; i < kOrderItems; ++i) {
+    const unsigned slot = threadIdx.x * kOrderItems + i;
+    k[i] = slot < m ? keys[slot] : 0xffffffffu;
+    v[i] = slot;
+  }
+  ChunkOrderSort(temp).Sort(k, v, 0, end_bit);
+#pragma unroll
+  for (int i = 0; i < kOrderItems; ++i) {
+    const unsigned idx = threadIdx.x * kOrderItems + i;
+    if (idx < m) order[idx] = v[i];
+  }
+}
+
 }  // namespace
+
+void launch_chunk_order_one_cta(const std::uint32_t* keys, const unsigned* num_chunks, int end_bit,
+                                std::uint32_t* order, cudaStream_t stream) {
+  chunk_order_one_cta<<<1, kOrderThreads, 0, stream>>>(keys, num_chunks, end_bit, order);
+  check_launch("chunk_order_one_cta");
+}
 
 std::size_t transpose_temp_bytes(bool key32, std::int64_t n) {
   return key32 ? temp_bytes_t<std::uint32_t>(n) : temp_bytes_t<std::uint64_t>(n);

@@ -304,6 +304,7 @@ struct BackwardPlan {
               ws_partials = 0, ws_chunk_keys = 0, ws_chunk_keys_out = 0, ws_chunk_ids = 0,
               ws_chunk_order = 0, ws_chunk_temp = 0, chunk_temp_bytes = 0, ws_total = 0;
   int chunk_key_bits = 32;
+  bool chunk_order_one_cta = false;  ///< BackwardTuning::ChunkOrder resolved
   // --- problem pointers ---
   BackwardProblem problem;
   // --- last run ---
@@ -487,6 +488,17 @@ struct BackwardPlan {
     ws_chunk_keys_out = L.add(mc * 4);
     ws_chunk_ids = L.add(mc * 4);
     ws_chunk_order = L.add(mc * 4);
+    // the chunk-order sort (BackwardTuning::ChunkOrder): one CTA when the slots fit
+    using ChunkOrder = BackwardTuning::ChunkOrder;
+    const bool fits = max_chunks <= tuning::Preprocess::kChunkOrderOneCtaSlots;
+    if (knobs.chunk_order == ChunkOrder::OneCta && !fits)
+      throw InvalidArgument("tuning.chunk_order",
+                            "tuning.chunk_order: OneCta sorts at most " +
+                                std::to_string(tuning::Preprocess::kChunkOrderOneCtaSlots) +
+                                " chunk slots; this call has " + std::to_string(max_chunks) +
+                                " (N = " + std::to_string(N) + ")");
+    chunk_order_one_cta = knobs.chunk_order == ChunkOrder::OneCta ||
+                          (knobs.chunk_order == ChunkOrder::Auto && fits);
     chunk_temp_bytes = detail::chunk_sort_temp_bytes(max_chunks);
     ws_chunk_temp = L.add(chunk_temp_bytes);
     const auto ns = static_cast<std::size_t>(small_features.size());
@@ -639,8 +651,9 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
   a.chunk_keys = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys);
   a.chunk_ids = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_ids);
   a.chunk_order = reinterpret_cast<const std::uint32_t*>(ws + P.ws_chunk_order);
-  cuda_check(cudaMemsetAsync(a.chunk_keys, 0xff, static_cast<std::size_t>(P.max_chunks) * 4, stream),
-             "reset chunk keys");
+  if (!P.chunk_order_one_cta)  // the device-wide sort reads every slot: unused ones sort last
+    cuda_check(cudaMemsetAsync(a.chunk_keys, 0xff, static_cast<std::size_t>(P.max_chunks) * 4, stream),
+               "reset chunk keys");
 
   cuda_check(cudaMemsetAsync(a.counters, 0, sizeof(detail::BackwardDeviceCounters), stream),
              "reset backward counters");
@@ -673,10 +686,14 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
   }
   a.grid = P.route_grid;
   detail::launch_route(a, stream);
-  detail::launch_chunk_sort(P.max_chunks, P.chunk_key_bits, a.chunk_keys,
-                            reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys_out),
-                            a.chunk_ids, reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order),
-                            ws + P.ws_chunk_temp, P.chunk_temp_bytes, stream);
+  if (P.chunk_order_one_cta)
+    detail::launch_chunk_order_one_cta(a.chunk_keys, &a.counters->num_chunks, P.chunk_key_bits,
+                                       reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order), stream);
+  else
+    detail::launch_chunk_sort(P.max_chunks, P.chunk_key_bits, a.chunk_keys,
+                              reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys_out),
+                              a.chunk_ids, reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order),
+                              ws + P.ws_chunk_temp, P.chunk_temp_bytes, stream);
   P.phase(2, stream);
   P.psw_ran = out.per_sample_weight_grad != nullptr;
   if (P.psw_ran) {  // before any update: reads the weights as they were
@@ -769,7 +786,10 @@ BackwardStats BackwardOp::finish() {
     st.paths.push_back("bwd.short");
     st.paths.push_back(P.run.short_staged ? "bwd.short.staged" : "bwd.short.registers");
   }
-  if (c.long_runs > 0) st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");
+  if (c.long_runs > 0) {
+    st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");
+    st.paths.push_back(P.chunk_order_one_cta ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide");
+  }
   if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
   if (P.small_stats.rows > 0) st.paths.push_back("bwd.small_table");
   if (P.used_saved) st.paths.push_back("bwd.small_table.saved_counts");

@@ -46,6 +46,8 @@ struct BackwardRunOptions {
   cuda::SmallTableTuning small_table;
   /// The short-run kernel instance (cuda::BackwardTuning::ShortRuns).
   cuda::BackwardTuning::ShortRuns short_runs = cuda::BackwardTuning::ShortRuns::Auto;
+  /// The chunk-order sort (cuda::BackwardTuning::ChunkOrder).
+  cuda::BackwardTuning::ChunkOrder chunk_order = cuda::BackwardTuning::ChunkOrder::Auto;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

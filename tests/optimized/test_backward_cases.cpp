@@ -2,6 +2,7 @@
 // (counters checked), many long runs at once, the public cases C09 (exact shared-table Adagrad),
 // C12 (stochastic rounding really happens), C13 (deterministic long runs), hoisted transpose,
 // FATAL bounds violation.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -364,4 +365,35 @@ TEST_CASE("a hoisted transpose of other lookups, or one never run, is rejected",
     CHECK(e.argument() == "hoisted");
   }
   cudaDeviceSynchronize();
+}
+
+TEST_CASE("the one-CTA chunk order takes calls whose chunk slots fit, and refuses larger ones by name",
+          "[gpu][backward][chunk_order]") {
+  // max_chunks = N / chunk_size + N / long_run_threshold + 2 at the defaults (256, 256); the one-CTA
+  // sort holds tuning::Preprocess::kChunkOrderOneCtaSlots (optimized/dispatch/tuning.h: 9216), so
+  // N = 1,179,392 gives 9216 slots (fits) and N = 1,179,648 gives 9218 (does not)
+  using ChunkOrder = cuda::BackwardTuning::ChunkOrder;
+  for (const std::int64_t N : {std::int64_t{1179392}, std::int64_t{1179648}}) {
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(N));
+    for (std::int64_t p = 0; p < N; ++p) idx[static_cast<std::size_t>(p)] = p % 8;  // runs of N / 8
+    BackwardCase c = one_table_case(DType::F32, 8, 4, std::move(idx), 64, OptimizerKind::ExactSgd, 7);
+    const bool fits = N / 256 + N / 256 + 2 <= 9216;
+    INFO("N = " << N);
+    test::BackwardRunOptions o;
+    const test::BackwardOutcome a = test::run_backward_gpu(c, o);
+    REQUIRE(a.kind == test::BackwardOutcome::Kind::Ok);
+    const auto& paths = a.stats.paths;
+    CHECK(std::find(paths.begin(), paths.end(),
+                    fits ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide") != paths.end());
+    o.chunk_order = ChunkOrder::OneCta;
+    const test::BackwardOutcome b = test::run_backward_gpu(c, o);
+    if (fits) {
+      REQUIRE(b.kind == test::BackwardOutcome::Kind::Ok);
+      CHECK(b.weights == a.weights);
+    } else {
+      CHECK(b.kind == test::BackwardOutcome::Kind::InvalidArgument);
+      CHECK(b.argument == "tuning.chunk_order");
+      CHECK(b.what.find("9216") != std::string::npos);
+    }
+  }
 }

@@ -170,6 +170,47 @@ TEST_CASE("the register and staged short-run kernel instances give bitwise equal
   });
 }
 
+TEST_CASE("one-CTA and device-wide chunk orders give bitwise equal updates",
+          "[gpu][backward][chunk_order]") {
+  // cuda::BackwardTuning::ChunkOrder: one CTA sorts the chunks the router listed, or
+  // cub::DeviceRadixSort sorts every chunk slot; both give the same order (stable, ties in slot
+  // order), and a run's result depends only on its chunks' partials in chunk order anyway.
+  using ChunkOrder = cuda::BackwardTuning::ChunkOrder;
+  rc::prop("ChunkOrder::OneCta == ChunkOrder::DeviceWide == Auto, bitwise; paths", [] {
+    // small_rows: 1..3 rows per table, so runs get long
+    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, true, DimRule::Any);
+    BackwardRunOptions o;
+    o.strategy = gen_strategy();
+    o.strategy.deterministic = true;
+    o.want_psw = !c.forward.per_sample_weights.empty();
+    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
+    BackwardFailureRecorder rec("backward-chunk-order", c, o.strategy);
+    rec.run([&] {
+      BackwardRunOptions one = o, wide = o;
+      one.chunk_order = ChunkOrder::OneCta;
+      wide.chunk_order = ChunkOrder::DeviceWide;
+      const BackwardOutcome auto_run = run_backward_gpu(c, o);
+      const BackwardOutcome a = run_backward_gpu(c, one);
+      const BackwardOutcome b = run_backward_gpu(c, wide);
+      rec.record(a, "cuda BackwardOp, ChunkOrder::OneCta");
+      for (const BackwardOutcome* x : {&auto_run, &a, &b}) RC_ASSERT(x->kind == BackwardOutcome::Kind::Ok);
+      verify_judged(c, a);
+      const bool chunks = a.stats.counters.chunks > 0;
+      RC_ASSERT(has_path(a.stats, "bwd.chunk_order.one-cta") == chunks);
+      RC_ASSERT(has_path(b.stats, "bwd.chunk_order.device-wide") == chunks);
+      RC_ASSERT(has_path(auto_run.stats, "bwd.chunk_order.one-cta") == chunks);  // generated N fits
+      RC_CLASSIFY(chunks, "long runs");
+      for (const BackwardOutcome* x : {&b, &auto_run}) {
+        RC_ASSERT(a.weights == x->weights);
+        RC_ASSERT(a.momentum == x->momentum);
+        RC_ASSERT(a.psw_grad.size() == x->psw_grad.size());
+        RC_ASSERT(std::memcmp(a.psw_grad.data(), x->psw_grad.data(), a.psw_grad.size() * sizeof(float)) == 0);
+        RC_ASSERT(a.stats.counters.chunks == x->stats.counters.chunks);
+      }
+    });
+  });
+}
+
 TEST_CASE("staged and register gathers of grad_output rows give bitwise equal updates",
           "[gpu][backward][gather]") {
   // The staged gather (cp.async rings, kernels/backward_runs.cuh) adds the same rows in the same

@@ -138,6 +138,13 @@ class RoutingStandIn : public Backend {
     }
     if (st.counters.chunked_runs) st.paths.push_back("bwd.long.chunked");
     if (st.counters.fused_runs) st.paths.push_back("bwd.long.fused");
+    if (st.counters.chunked_runs + st.counters.fused_runs > 0) {
+      // the chunk-order sort (cuda::BackwardTuning::ChunkOrder::Auto): one CTA when the chunk
+      // slots N / chunk_size + N / long_run_threshold + 2 fit its 1024 x 9 keys
+      const std::int64_t N = p.forward.lookups.num_indices;
+      const std::int64_t slots = N / s.chunk_size + N / s.long_run_threshold + 2;
+      st.paths.push_back(slots <= 9216 ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide");
+    }
     if (!s.deterministic && st.counters.chunks) st.paths.push_back("bwd.nondeterministic");
     if (out.per_sample_weight_grad) st.paths.push_back("bwd.psw_grad");
     const auto& dims = p.forward.tables.dims;

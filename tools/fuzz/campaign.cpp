@@ -538,6 +538,7 @@ void Campaign::print_paths() const {
       {Operator::Backward, "bwd.group.warp"},   {Operator::Backward, "bwd.group.block"},
       {Operator::Backward, "bwd.nondeterministic"}, {Operator::Backward, "bwd.gather.staged"},
       {Operator::Backward, "bwd.gather.registers"}, {Operator::Backward, "bwd.short.staged"},
+      {Operator::Backward, "bwd.chunk_order.one-cta"},
       {Operator::Backward, "bwd.short.registers"}};
   std::string missing;
   for (const auto& [op, p] : wanted)

@@ -111,6 +111,21 @@ struct BackwardTuning {
     Staged,
   };
   ShortRuns short_runs = ShortRuns::Auto;
+  /// How the long-run chunks are put in order of their first lookup before the chunk kernel
+  /// (docs/backward.md "Work routing"; paths "bwd.chunk_order.one-cta" / ".device-wide" when
+  /// chunks ran). Every choice gives the same order.
+  enum class ChunkOrder : std::uint8_t {
+    /// OneCta when the chunk slots fit (tuning::Preprocess::kChunkOrderOneCtaSlots), else
+    /// DeviceWide.
+    Auto,
+    /// one CTA sorts the chunks the router listed (none listed: it returns at once). More slots
+    /// than kChunkOrderOneCtaSlots (N / chunk_size + N / long_run_threshold + 2) is an
+    /// InvalidArgument naming "tuning.chunk_order" from the constructor.
+    OneCta,
+    /// cub::DeviceRadixSort over every chunk slot.
+    DeviceWide,
+  };
+  ChunkOrder chunk_order = ChunkOrder::Auto;
 };
 
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
@@ -147,7 +162,8 @@ class BackwardOp {
   /// builds the plan and uploads the small per-table/per-feature metadata (synchronously).
   explicit BackwardOp(const BackwardProblem& p, const BackwardStrategy& s = {});
   /// The same with the launch choices (BackwardTuning: the small-table path's knobs, the short-run
-  /// kernel instance).
+  /// kernel instance, the chunk-order sort; an impossible choice is an InvalidArgument naming
+  /// "tuning.<field>").
   BackwardOp(const BackwardProblem& p, const BackwardStrategy& s, const BackwardTuning& tuning);
   /// The same without the checks: can_implement(p, s) must have returned ok()
   /// (tbe/cuda/validated.h).
@@ -179,6 +195,7 @@ class BackwardOp {
   /// "bwd.short", "bwd.long.chunked", "bwd.long.fused", "bwd.psw_grad", "bwd.sr", "bwd.hoisted",
   /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", "bwd.short.staged"/
   /// "bwd.short.registers" (the short-run kernel instance, BackwardTuning::ShortRuns),
+  /// "bwd.chunk_order.one-cta"/"bwd.chunk_order.device-wide" (BackwardTuning::ChunkOrder),
   /// "bwd.gather.staged"/"bwd.gather.registers" (how the run kernels gathered grad_output rows),
   /// bounds-check paths).
   /// Throws BoundsCheckError (FATAL: the first offender, as tbe::find_first_violation; no output
