@@ -32,7 +32,9 @@
 //       O = α·O + RN_st(P) · V   wgmma m64nDhk16, P from registers (the S accumulator layout is
 //                       the A fragment layout), V MN-major in shared memory
 //     software-pipelined inside the warpgroup: tile t's QKᵀ is issued before tile t − 1's PV, and
-//     the softmax of tile t runs while that PV is in flight (the rescale of O by α_t waits for it).
+//     the softmax of tile t runs while that PV is in flight; O is rescaled by α_{t−1} between
+//     the two issues (while the QKᵀ runs, as FlashAttention-3 does), not after the PV completes,
+//     so the chain from a PV's completion to the next issue is only the packing of P.
 //   out = RN_st(O · (1/l)): with a.tma_store, a warpgroup whose 64 rows are consecutive rows of
 //     out stages them in its rows of the job's Q buffer and writes them with TMA stores (its
 //     thread 0 waits for their reads before it releases the buffer at the next job's start);
@@ -313,7 +315,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       std::uint32_t i = 0;
       for (std::int64_t job = first_job; job < jobs; job += job_step, ++i) {
         const int qb = static_cast<int>(i & 1u);
-        if (i >= 2) mbar_wait(q_empty(qb), ((i >> 1) - 1) & 1u);
+        if (i >= 2) mbar_wait_sleep(q_empty(qb), ((i >> 1) - 1) & 1u);  // a job of slack
         JobSlot& slot = slots[qb];  // free: its last reader released the buffer
         const attention_cta::Cta cta = job_cta(job);
         if (lane == 0) slot.cta = cta;
@@ -391,29 +393,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   std::uint32_t p[kBN / 16][4];
   float alpha[2];
 
+  // Descriptors (sm90.cuh smem_desc_lo): the low words of this warpgroup's rows of Q buffer 0, of
+  // K stage 0 and of V stage 0, computed once (warp-uniform: shuffled from lane 0); a tile's and
+  // a k-step's descriptors add compile-time byte offsets >> 4. Rebuilding each k-step's descriptor
+  // from its address (mask, shift, or) cost ~3 instructions of the ~9 per wgmma (ncu, session 14).
+  const std::uint32_t q_lo = __shfl_sync(0xffffffffu, smem_desc_lo(base + LY::kQ + cw * 64 * 128, 16), 0);
+  const std::uint32_t k_lo = __shfl_sync(0xffffffffu, smem_desc_lo(base + LY::kK, 16), 0);
+  const std::uint32_t v_lo = __shfl_sync(0xffffffffu, smem_desc_lo(base + LY::kV, LY::kKVBox), 0);
   auto issue_qk = [&](int stage, int qb) {
-    const std::uint32_t sq = base + LY::kQ + qb * LY::kQBuf + cw * 64 * 128;
-    const std::uint32_t sk = base + LY::kK + stage * LY::kTile;
+    const std::uint32_t qd = q_lo + ((qb * LY::kQBuf) >> 4), kd = k_lo + ((stage * LY::kTile) >> 4);
     fence_regs(s);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kDh / 16; ++kk) {
       const std::uint32_t off = (kk % 4) * 32;  // 16 elements = 32 bytes into the 128-byte row
-      const std::uint64_t da = make_smem_desc(sq + (kk / 4) * LY::kQBox + off, 16, 1024);
-      const std::uint64_t db = make_smem_desc(sk + (kk / 4) * LY::kKVBox + off, 16, 1024);
-      wgmma_ss_n128<T>(s, da, db, kk > 0 ? 1 : 0);
+      wgmma_ss_n128<T>(s, smem_desc_sw128(qd + (((kk / 4) * LY::kQBox + off) >> 4)),
+                       smem_desc_sw128(kd + (((kk / 4) * LY::kKVBox + off) >> 4)), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
   auto issue_pv = [&](int stage) {
-    const std::uint32_t sv = base + LY::kV + stage * LY::kTile;
+    const std::uint32_t vd = v_lo + ((stage * LY::kTile) >> 4);
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
     for (int kt = 0; kt < kBN / 16; ++kt)
-      wgmma_pv<T, kDh>(o, p[kt], make_smem_desc(sv + kt * 16 * 128, LY::kKVBox, 1024));
+      wgmma_pv<T, kDh>(o, p[kt], smem_desc_sw128(vd + ((kt * 16 * 128) >> 4)));
     wgmma_commit();
   };
+  // O · α, unconditionally: a warp-uniform skip when every α of the warp is 1 (bitwise the same)
+  // measured 2–7% slower at S >= 4096 (H200, session 14: bench/results/README.md)
   auto rescale = [&]() {
 #pragma unroll
     for (int j = 0; j < kDh / 8; ++j) {
@@ -491,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(s);
       release_k(stage_of(0));
       softmax_tile(s, st, alpha, 0, n, cq, c2, a);
-      pack_p<T>(s, p);  // (α = 0: O is still 0)
+      pack_p<T>(s, p);  // (α = 0: O is still 0, the rescale before the first PV keeps it 0)
       for (std::int64_t tile = 1; tile < n_tiles; ++tile) {
         const int sc = stage_of(tile), sp = stage_of(tile - 1);
         mbar_wait(full_k(sc), parity_of(tile));
@@ -499,6 +508,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_regs(p);
         turn_wait();
         issue_qk(sc, qb);                  // S_t = Q K_tᵀ
+        rescale();                         // O · α_{t−1} while S_t runs, before P_{t−1} V_{t−1}
         issue_pv(sp);                      // O += P_{t−1} V_{t−1}
         turn_pass(false);
         wgmma_wait<1>();                   // S_t landed (PV still in flight): K_t is free
@@ -509,7 +519,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_regs(o);
         fence_regs(p);
         release_v(sp);
-        rescale();                         // O · α_t before P_t V_t is added
         pack_p<T>(s, p);
       }
     }
@@ -525,6 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_wait(full_v(sl), parity_of(n_tiles - 1));
       fence_regs(p);
       turn_wait();
+      rescale();  // O · α of the last tile
       issue_pv(sl);
       turn_pass(!next_has_tiles);
       turn_granted = next_has_tiles;

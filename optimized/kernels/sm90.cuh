@@ -39,6 +39,20 @@ __device__ __forceinline__ std::uint64_t make_smem_desc(std::uint32_t addr, std:
   return d;
 }
 
+/// make_smem_desc split for the issue loops: `smem_desc_lo` is its low word (start address >> 4 in
+/// bits 0..13, LBO >> 4 in bits 16..29) and `smem_desc_sw128(lo)` the whole descriptor with SBO =
+/// 1024 and the 128-byte swizzle. Every shared-memory address is below 2^18, so advancing the
+/// operand by a 16-byte multiple `off` (with addr + off < 2^18) adds exactly off >> 4 to the low
+/// word (no carry out of the 14-bit field): a k-step's descriptor is one add of a compile-time
+/// constant to the tile's, not the ~9 instructions (mask, shift, or, moves) of rebuilding it.
+__device__ __forceinline__ std::uint32_t smem_desc_lo(std::uint32_t addr, std::uint32_t lbo_bytes) {
+  return static_cast<std::uint32_t>(make_smem_desc(addr, lbo_bytes, 1024));
+}
+__device__ __forceinline__ std::uint64_t smem_desc_sw128(std::uint32_t lo) {
+  constexpr std::uint64_t kHi = (std::uint64_t{(1024 >> 4) & 0x3FFF} << 32) | (std::uint64_t{1} << 62);
+  return kHi | lo;
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -152,6 +166,17 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
       "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
       "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
       "r"(parity)
+      : "memory");
+}
+/// mbar_wait for a waiter with slack (a warp that waits a whole job ahead of its use): try_wait
+/// with a suspend-time hint, so the thread sleeps until the phase completes (or the hint, in ns,
+/// expires) instead of spinning on the issue slots its SM sub-partition's other warps need.
+__device__ __forceinline__ void mbar_wait_sleep(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity), "r"(1000000u)
       : "memory");
 }
 /// 2-D tensor tile (coordinates: c0 innermost, in elements) from the tensor map at generic address
