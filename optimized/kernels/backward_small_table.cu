@@ -4,7 +4,9 @@
 // split over blocks of whole 16-bag k-tiles (split-K, about kBackwardTargetBlocks blocks per
 // call), then one optimizer update per row with SL >= min_run
 // (shorter rows stay with the generic run kernels: histogram_owns in kernels/backward_runs.cuh).
-// Per k-step of 16 bags the block stages g' in shared memory and, when the tile's dynamic range
+// Per k-step of 16 bags thread d of the block holds g' of column d (the tile's 16 bags) in
+// registers (no index arithmetic per element: ncu counted ~10K instructions per warp, mostly
+// integer divisions of the old element-per-thread staging) and, when the tile's dynamic range
 // allows (finite, max|g'| >= 2^-60, every non-zero |g'| >= 2^-15·max|g'|), splits x = g'·s with a
 // power of two s (max|x| in [2^14, 2^15)) into hi = fp16(x), lo = fp16(x − hi): then
 // |hi + lo − x| <= 2^-22·|x| and two mma.m16n8k16 (counts × hi, counts × lo, zero accumulator
@@ -20,11 +22,11 @@ namespace tbe::cuda::detail {
 namespace {
 
 constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
-constexpr int kTileLoads = 16 * kStMaxDim / kStBlock;  // grad values per thread and k-tile
 constexpr int kApplyWarps = 8;                         // warps per row of the apply kernel
 constexpr int kCountWords = kStMaxRows * 16 / 2 / kStBlock;  // count pairs per thread and k-tile
 constexpr int kCountStride = 16 + 8;  // halves per row of the staged counts tile ([e][16 bags + 8])
-static_assert(16 * kStMaxDim % kStBlock == 0, "whole k-tiles per block load");
+static_assert(kStBlock == kStMaxDim, "one thread per column of a k-tile: thread d stages column d");
+static_assert(kGradStride * 2 % 16 == 0, "a column's 16 halves are two 16-byte stores");
 static_assert(kStMaxRows * 8 % kStBlock == 0, "whole count tiles per block load");
 
 // f(mt, q, i, e, d) for each element acc[mt][q][i] this thread owns in the m16n8 accumulator
@@ -42,19 +44,18 @@ __device__ __forceinline__ void for_each_owned(int warp, int g, int t, int MT, i
       }
 }
 
-// The raw grad_output values of the k-tile at bag k0 this thread stages: element
-// i = threadIdx.x + r·kStBlock of the tile's [16][D_pad] (0 outside [B] × [D]). All loads are
-// issued before any is used, so the tile costs one memory latency, not kTileLoads of them.
+// The raw grad_output values of column d = threadIdx.x of the k-tile at bag k0 (its 16 bags; 0
+// outside [B] × [D]). All loads are issued before any is used, so the tile costs one memory
+// latency, not 16; a warp's loads of one bag are 32 consecutive columns.
 template <class Grad>
-__device__ __forceinline__ void load_grad_tile(const Grad* grad, std::int64_t out_stride,
-                                               std::int64_t B, int D, int D_pad, std::int64_t k0,
-                                               float (&v)[kTileLoads]) {
+__device__ __forceinline__ void load_grad_column(const Grad* grad, std::int64_t out_stride,
+                                                 std::int64_t B, int D, std::int64_t k0,
+                                                 float (&v)[16]) {
+  const int d = threadIdx.x;
 #pragma unroll
-  for (int r = 0; r < kTileLoads; ++r) {
-    const int i = threadIdx.x + r * kStBlock;
-    const int b = i / D_pad, d = i - b * D_pad;
+  for (int b = 0; b < 16; ++b) {
     const std::int64_t bag = k0 + b;
-    v[r] = (b < 16 && bag < B && d < D) ? to_float(grad[bag * out_stride + d]) : 0.0f;
+    v[b] = (d < D && bag < B) ? to_float(grad[bag * out_stride + d]) : 0.0f;
   }
 }
 
@@ -116,14 +117,15 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][q][i] = 0.0f;
 
-  // The next k-tile's grad values, counts and (MEAN) bag lengths, in flight while this one
-  // computes: a k-step waits on no global load of its own.
-  float raw[kTileLoads];
+  // The next k-tile's grad values (this thread's column), counts and (MEAN) bag lengths, in
+  // flight while this one computes: a k-step waits on no global load of its own.
+  float raw[16];
   unsigned cnt[kCountWords];
   float len = 0.0f;
   unsigned sl[kCountWords] = {};  // lookups of this thread's count rows in this block's bags
+  const int d = threadIdx.x;      // this thread's column of g' (D_pad <= kStBlock)
   if (k_begin < k_end) {
-    load_grad_tile(grad, a.out_stride, B, D, D_pad, k_begin, raw);
+    load_grad_column(grad, a.out_stride, B, D, k_begin, raw);
     load_count_tile(counts, Bp, E_pad, k_begin, cnt);
     if (a.mean) len = load_bag_length(offsets, ft.first_bag, B, k_begin);
   }
@@ -142,27 +144,25 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
                                      __half2int_rn(__ushort_as_half(static_cast<std::uint16_t>(cnt[r] >> 16))));
     }
     __syncthreads();
+    // g' of this thread's column, in registers (0 outside [B] × [D])
+    float v[16];
     float lmax = 0.0f, lmin = INFINITY;
     bool nonfinite = false;
 #pragma unroll
-    for (int r = 0; r < kTileLoads; ++r) {
-      const int i = threadIdx.x + r * kStBlock;
-      const int b = i / D_pad, d = i - b * D_pad;
-      if (b < 16) {
-        float v = raw[r];  // 0 outside [B] × [D]
-        if (clip) v = clip_gradient(v, a.run.max_gradient);
-        if (a.mean && s_len[b] > 0.0f) v = __fdiv_rn(v, s_len[b]);  // the term form fl(g / L)
-        g_s[b][d] = v;
-        if (!isfinite(v)) {
-          nonfinite = true;
-        } else if (v != 0.0f) {
-          lmax = fmaxf(lmax, fabsf(v));
-          lmin = fminf(lmin, fabsf(v));
-        }
+    for (int b = 0; b < 16; ++b) {
+      float x = raw[b];
+      if (clip) x = clip_gradient(x, a.run.max_gradient);
+      if (a.mean && s_len[b] > 0.0f) x = __fdiv_rn(x, s_len[b]);  // the term form fl(g / L)
+      v[b] = x;
+      if (!isfinite(x)) {
+        nonfinite = true;
+      } else if (x != 0.0f) {
+        lmax = fmaxf(lmax, fabsf(x));
+        lmin = fminf(lmin, fabsf(x));
       }
     }
     if (k0 + 16 < k_end) {
-      load_grad_tile(grad, a.out_stride, B, D, D_pad, k0 + 16, raw);
+      load_grad_column(grad, a.out_stride, B, D, k0 + 16, raw);
       load_count_tile(counts, Bp, E_pad, k0 + 16, cnt);
       if (a.mean) len = load_bag_length(offsets, ft.first_bag, B, k0 + 16);
     }
@@ -183,14 +183,25 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
       if (tensor) {
         int e = 0;
         frexpf(mx, &e);  // mx = m·2^e, m in [0.5, 1): x = g'·2^(15 − e) has max|x| in [2^14, 2^15)
-        const float s = ldexpf(1.0f, 15 - e), inv_s = ldexpf(1.0f, e - 15);
-        for (int i = threadIdx.x; i < 16 * D_pad; i += kStBlock) {
-          const int b = i / D_pad, d = i - b * D_pad;
-          const float x = __fmul_rn(g_s[b][d], s);  // exact: a power of two, no overflow
-          const __half hi = __float2half_rn(x);
-          const __half lo = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x, __half2float(hi))));  // x − hi is exact
-          hi_t[d * kGradStride + b] = hi;
-          lo_t[d * kGradStride + b] = lo;
+        const float sc = ldexpf(1.0f, 15 - e), inv_s = ldexpf(1.0f, e - 15);
+        if (d < D_pad) {  // column d's 16 bags: two 16-byte stores per tile
+          unsigned hw[8], lw[8];
+#pragma unroll
+          for (int b = 0; b < 16; b += 2) {
+            const float x0 = __fmul_rn(v[b], sc), x1 = __fmul_rn(v[b + 1], sc);  // exact: powers of two
+            const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
+            // x − hi is exact
+            const __half l0 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x0, __half2float(h0))));
+            const __half l1 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x1, __half2float(h1))));
+            hw[b / 2] = static_cast<unsigned>(__half_as_ushort(h0)) | (static_cast<unsigned>(__half_as_ushort(h1)) << 16);
+            lw[b / 2] = static_cast<unsigned>(__half_as_ushort(l0)) | (static_cast<unsigned>(__half_as_ushort(l1)) << 16);
+          }
+          uint4* hd = reinterpret_cast<uint4*>(hi_t + d * kGradStride);
+          uint4* ld = reinterpret_cast<uint4*>(lo_t + d * kGradStride);
+          hd[0] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
+          hd[1] = make_uint4(hw[4], hw[5], hw[6], hw[7]);
+          ld[0] = make_uint4(lw[0], lw[1], lw[2], lw[3]);
+          ld[1] = make_uint4(lw[4], lw[5], lw[6], lw[7]);
         }
         __syncthreads();
 #pragma unroll
@@ -223,17 +234,22 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
         }
       } else {
         // exact FP64 tile sum of c·g' over the 16 bags (c·g' is exact in FP64), one FP32 rounding
-        for_each_owned(warp, g, t, MT, NT, [&](int mt, int q, int i, int e, int d) {
+        if (d < D_pad) {
+#pragma unroll
+          for (int b = 0; b < 16; ++b) g_s[b][d] = v[b];
+        }
+        __syncthreads();
+        for_each_owned(warp, g, t, MT, NT, [&](int mt, int q, int i, int e, int dd) {
           double sum = 0.0;
           for (int b = 0; b < 16; ++b) {
             const float c = __half2float(__ushort_as_half(s_counts[e * kCountStride + b]));
-            if (c != 0.0f) sum += static_cast<double>(c) * static_cast<double>(g_s[b][d]);
+            if (c != 0.0f) sum += static_cast<double>(c) * static_cast<double>(g_s[b][dd]);
           }
           acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __double2float_rn(sum));
         });
       }
     }
-    __syncthreads();  // g_s, hi_t, lo_t, s_counts, s_len and the reductions are rewritten next
+    __syncthreads();  // hi_t, lo_t, g_s, s_counts, s_len and the reductions are rewritten next
   }
 
   // partials [j][block][64][128] and the rows' lookups in this block's bags (the 8 threads of a
