@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
+#include "large_memory.h"
 #include "tbe/cuda/backward.h"
 #include "tbe/cuda/device_buffer.h"
 
@@ -35,12 +36,7 @@ TEST_CASE("backward over more than 2^31 rows uses 64-bit keys", "[gpu][backward]
   constexpr std::int64_t E0 = (1ll << 31) + 8, E1 = 4;
   const std::int64_t n = E0 + E1;
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  std::size_t free_bytes = 0, total = 0;
-  REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
-  if (free_bytes < bytes + (1ull << 30)) {
-    WARN("skipped: needs " << bytes << " bytes of device memory, " << free_bytes << " free");
-    return;
-  }
+  tbe::test::require_device_memory(bytes + (1ull << 30), "backward over more than 2^31 rows");
   cuda::DeviceBuffer weights(bytes);
   // feature 0 -> table 0, feature 1 -> table 1; B = 2
   // bags: (0,0) = [E0-1, E0-1], (0,1) = [0], (1,0) = [2], (1,1) = [2, 3]

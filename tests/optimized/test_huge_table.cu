@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
+#include "large_memory.h"
 #include "tbe/cuda/device_buffer.h"
 #include "tbe/cuda/forward.h"
 
@@ -30,12 +31,7 @@ TEST_CASE("C04 huge table: 64-bit element addressing with int32 indices", "[gpu]
   constexpr std::int64_t E0 = (1ll << 24) + 1, E1 = 4;
   constexpr std::int32_t D = 128;
   const std::size_t bytes = static_cast<std::size_t>(E0 + E1) * D * sizeof(float);
-  std::size_t free_bytes = 0, total = 0;
-  REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
-  if (free_bytes < bytes + (512ull << 20)) {
-    WARN("C04 skipped: needs " << bytes << " bytes of device memory, " << free_bytes << " free");
-    return;
-  }
+  tbe::test::require_device_memory(bytes + (512ull << 20), "C04");
   cuda::DeviceBuffer weights(bytes);
   fill_huge<<<4096, 256>>>(weights.as<float>(), E0, E0 + E1, D);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
