@@ -121,12 +121,7 @@ std::string to_string(IkboOp op) { return op == IkboOp::Lce ? "lce" : "attention
 
 std::string ikbo_label(const IkboRowSpec& s) {
   return "ikbo op=" + to_string(s.op) + ",dtype=" + tbe::to_string(s.storage) +
-         ",map=" + ikbo::to_string(s.map);
-}
-
-bool ikbo_attention_jagged(MapKind map) {
-  return map == MapKind::Unsorted || map == MapKind::UsersWithoutCandidates ||
-         map == MapKind::UserPerCandidate;
+         ",map=" + ikbo::to_string(s.map) + (s.jagged ? ",keys=jagged" : "");
 }
 
 std::vector<IkboRowSpec> ikbo_row_specs(bool include_fp32) {
@@ -135,7 +130,10 @@ std::vector<IkboRowSpec> ikbo_row_specs(bool include_fp32) {
   if (include_fp32) types.push_back(DType::F32);
   for (IkboOp op : {IkboOp::Lce, IkboOp::Attention})
     for (DType st : types)
-      for (MapKind m : ikbo::kAllMapKinds) out.push_back({op, st, m});
+      for (MapKind m : ikbo::kAllMapKinds) {
+        out.push_back({op, st, m, false});
+        if (op == IkboOp::Attention) out.push_back({op, st, m, true});
+      }
   return out;
 }
 
@@ -218,7 +216,8 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
     cf.recorded = io::IkboRecordedOutput{implementation, captured.output, captured.error};
     cf.expect = io::Expectation{"pass", ""};  // what the suite requires of the backend
     const std::string dir = cfg.save_failures_dir + "/ikbo-" + to_string(spec.op) + "-" +
-                            tbe::to_string(spec.storage) + "-" + ikbo::to_string(spec.map);
+                            tbe::to_string(spec.storage) + "-" + ikbo::to_string(spec.map) +
+                            (spec.jagged ? "-jagged" : "");
     try {
       io::write_case(dir, cf);
       res.saved_case = dir;
@@ -247,7 +246,7 @@ IkboRowResult run_ikbo_row(const IkboConfig& cfg, const IkboRowSpec& spec,
     ikbo::AttentionShape sh =
         ikbo::named_attention_shape("ikbo-fa", cfg.attention_S, cfg.attention_batch);
     sh.U = cfg.attention_users;
-    sh.jagged = ikbo_attention_jagged(spec.map);
+    sh.jagged = spec.jagged;
     const ikbo::AttentionCase c = ikbo::make_attention_case(sh, pol, spec.map, seed);
     const ikbo::AttentionProblem p = c.view();
     res.shape = "B=" + std::to_string(p.B) + " U=" + std::to_string(p.U) +

@@ -90,7 +90,7 @@ TEST_CASE("ikbo rows: every row passes on the CPU reference as the device", "[ve
   const IkboConfig cfg = tiny_ikbo(be.get());
   std::vector<IkboRowResult> results;
   for (const IkboRowSpec& s : ikbo_row_specs(true)) results.push_back(run_ikbo_row(cfg, s));
-  REQUIRE(results.size() == 2 * 3 * 5);  // op x dtype x map kind
+  REQUIRE(results.size() == 3 * 5 + 3 * 5 * 2);  // lce: dtype x map kind; attention: x dense, jagged
   for (const IkboRowResult& r : results) {
     INFO(r.label << " " << r.rows.front().reason);
     REQUIRE(r.rows.size() == 1);
@@ -102,17 +102,19 @@ TEST_CASE("ikbo rows: every row passes on the CPU reference as the device", "[ve
     CHECK(r.rows[0].paths.front() == "cpu-reference");
   }
   const IkboTotals t = count_ikbo_rows(results);
-  CHECK(t.passed == 30);
+  CHECK(t.passed == 45);
   CHECK(t.failed == 0);
   std::ostringstream os;
   print_ikbo_rows(os, cfg, results);
-  CHECK_THAT(os.str(), Catch::Contains("ikbo rows: 30 passed, 0 failed, 0 skipped"));
+  CHECK_THAT(os.str(), Catch::Contains("ikbo rows: 45 passed, 0 failed, 0 skipped"));
   CHECK_THAT(os.str(), Catch::Contains("users-without-candidates"));
   const nlohmann::json j = ikbo_rows_json(cfg, results);
-  CHECK(j["rows"].size() == 30);
-  CHECK(j["totals"]["passed"] == 30);
+  CHECK(j["rows"].size() == 45);
+  CHECK(j["totals"]["passed"] == 45);
   CHECK(nlohmann::json::parse(j.dump())["rows"][0]["label"] == "ikbo op=lce,dtype=fp16,map=sorted");
-  CHECK(ikbo_row_specs(false).size() == 20);
+  CHECK(ikbo_row_specs(false).size() == 2 * 5 + 2 * 5 * 2);
+  CHECK(nlohmann::json::parse(j.dump())["rows"][16]["label"] ==
+        "ikbo op=attention,dtype=fp16,map=sorted,keys=jagged");
 }
 
 TEST_CASE("ikbo rows: every LCE rounding policy passes on the CPU reference", "[verify][ikbo]") {
@@ -125,7 +127,7 @@ TEST_CASE("ikbo rows: every LCE rounding policy passes on the CPU reference", "[
     for (const IkboRowSpec& s : ikbo_row_specs(true)) results.push_back(run_ikbo_row(cfg, s));
     const IkboTotals t = count_ikbo_rows(results);
     INFO(ikbo::to_string(r));
-    CHECK(t.passed == 30);
+    CHECK(t.passed == 45);
     CHECK(t.failed == 0);
     CHECK(ikbo_rows_json(cfg, results)["lce_rounding"] == ikbo::to_string(r));
   }
@@ -168,7 +170,7 @@ TEST_CASE("ikbo rows: a wrong user fails every row whose map has more than one u
 TEST_CASE("ikbo rows: canaries, error agreement and a corrupted element are checked",
           "[verify][ikbo]") {
   const IkboRowSpec lce{IkboOp::Lce, DType::BF16, ikbo::MapKind::Unsorted};
-  const IkboRowSpec att{IkboOp::Attention, DType::F16, ikbo::MapKind::UsersWithoutCandidates};
+  const IkboRowSpec att{IkboOp::Attention, DType::F16, ikbo::MapKind::UsersWithoutCandidates, true};
   {
     FaultyIkbo be(IkboFault::WritePastEnd);
     for (const IkboRowSpec& s : {lce, att}) {
@@ -215,7 +217,7 @@ TEST_CASE("ikbo rows: a failing row is saved as a case folder that check and rep
   cfg.save_failures_max = 2;
   std::int64_t saved = 0;
   const IkboRowSpec lce{IkboOp::Lce, DType::BF16, ikbo::MapKind::Unsorted};
-  const IkboRowSpec att{IkboOp::Attention, DType::F16, ikbo::MapKind::UsersWithoutCandidates};
+  const IkboRowSpec att{IkboOp::Attention, DType::F16, ikbo::MapKind::UsersWithoutCandidates, true};
   const IkboRowSpec third{IkboOp::Lce, DType::F16, ikbo::MapKind::Sorted};
   const IkboRowResult r1 = run_ikbo_row(cfg, lce, &saved);
   const IkboRowResult r2 = run_ikbo_row(cfg, att, &saved);
@@ -225,7 +227,7 @@ TEST_CASE("ikbo rows: a failing row is saved as a case folder that check and rep
   REQUIRE(r3.verdict() == Verdict::Failed);
   CHECK(saved == 2);
   CHECK(r1.saved_case == (dir / "ikbo-lce-bf16-unsorted").string());
-  CHECK(r2.saved_case == (dir / "ikbo-attention-fp16-users-without-candidates").string());
+  CHECK(r2.saved_case == (dir / "ikbo-attention-fp16-users-without-candidates-jagged").string());
   CHECK(r3.saved_case.empty());
   CHECK_THAT(r3.save_note, Catch::Contains("--save-failures-max 2"));
   auto good = ikbo::make_reference_ikbo_backend();

@@ -27,8 +27,11 @@ struct IkboRowSpec {
   IkboOp op = IkboOp::Lce;
   DType storage = DType::F16;
   ikbo::MapKind map = ikbo::MapKind::Sorted;
+  /// Attention only: per-user key lengths in [0, 2S] with user 0 empty (k_offsets [U + 1]),
+  /// instead of S keys for every user (dense [U·S, H, Dh])
+  bool jagged = false;
 };
-/// "ikbo op=lce,dtype=fp16,map=sorted"
+/// "ikbo op=lce,dtype=fp16,map=sorted" (jagged attention rows: ",keys=jagged" appended)
 std::string ikbo_label(const IkboRowSpec& s);
 
 struct IkboConfig {
@@ -62,12 +65,9 @@ struct IkboConfig {
   std::int64_t save_failures_max = 4;
 };
 
-/// The row specs in print order: lce rows then attention rows; dtype-major, then map kind.
+/// The row specs in print order: lce rows then attention rows; dtype-major, then map kind, then
+/// (attention) dense before jagged keys: every map kind meets both key layouts.
 std::vector<IkboRowSpec> ikbo_row_specs(bool include_fp32);
-
-/// Attention rows are jagged (per-user lengths in [0, 2S], user 0 empty) for the map kinds
-/// unsorted, users-without-candidates and u-eq-b, dense otherwise.
-bool ikbo_attention_jagged(ikbo::MapKind map);
 
 struct IkboRowResult {
   IkboRowSpec spec;
