@@ -1,16 +1,12 @@
 #!/bin/bash
 # IKBO LCE GPU run: [ikbo] tests, memcheck + racecheck on a small [ikbo] subset, tbe-bench ikbo-lce,
 # the PyTorch peer, and a smoke run of tbe-bench forward. Logs and JSON under $OUT.
-# Usage: copy test_optimized, tbe-bench, this script and peer_ikbo_lce.py into .gpu/<name>/, then
-# on the GPU machine: bash .gpu/<name>/ikbo_gpu_run.sh   (env: RC_N, BENCH_ARGS, PEER_ARGS, SKIP_*)
+# Usage: copy test_optimized, tbe-bench, this script, gpu_env.sh and peer_ikbo_lce.py into
+# .gpu/<name>/, then on the GPU machine: bash .gpu/<name>/ikbo_gpu_run.sh
+# (env: RC_N, BENCH_ARGS, PEER_ARGS, SKIP_*)
 cd "$(dirname "$0")"
-# cuBLAS is linked shared (the toolkit here ships no static cuBLAS): the toolkit's or PyTorch's.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
-         $(python3 -c "import nvidia, os; print(' '.join(os.path.join(p, s, 'lib') for p in nvidia.__path__ for s in ('cu13', 'cublas')))" 2>/dev/null); do
-  [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+. ./gpu_env.sh   # LD_LIBRARY_PATH for cuBLAS, the device line
 ldd ./test_optimized | grep -E "cublas" || true
-nvidia-smi --query-gpu=name,memory.used,clocks.max.sm --format=csv,noheader
 S=$(date +%s)
 if [ -z "$SKIP_TESTS" ]; then
   RC_PARAMS="max_success=${RC_N:-100}" timeout ${T_TEST:-120} ./test_optimized "[ikbo]" -r compact > $OUT/ikbo_tests.log 2>&1

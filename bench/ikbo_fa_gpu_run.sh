@@ -1,0 +1,122 @@
+#!/bin/bash
+# The IKBO cross attention on the GPU machine: what its correctness and speed claims rest on, in
+# stages that fit the device's 10-minute calls (docs/ikbo.md, optimized/README.md "IKBO attention").
+#
+#   tests       test_optimized "[attention]" (the C20 large-memory tests included)
+#   sanitizers  memcheck over "[attention]~[large]"; racecheck and synccheck over the persistent
+#               multi-job test (more jobs than the wgmma grid, several per CTA), the C19 tail-tile
+#               test and the C22 empty-range test (named exactly: the C19 private-copy test is too
+#               slow under racecheck)
+#   mainjob     tbe-verify --require-gpu on its default workload (the main job: forward matrix,
+#               backward rows, IKBO rows with the attention path counters), --json $OUT/mainjob.json
+#   bench       tbe-bench ikbo-fa, BF16 and FP16 (Dh 128), and BF16 at Dh 64, with cuBLAS's rate
+#   peers       bench/peer_ikbo_fa.py (PyTorch SDPA pre-broadcast, broadcast + SDPA and the
+#               stock-Triton IKBO FA when packed) on the same shapes, then tbe-bench ikbo-fa again
+#               (the peer's cold autotuning of 320 configurations takes ~3 minutes per dtype)
+#   cutlass     CUTLASS's Hopper FMHA example on the same FLOPs (bench/peer_cutlass_fmha.sh), when
+#               packed
+#
+# Here (no GPU needed), after building build-cuda:
+#   bench/ikbo_fa_gpu_run.sh pack [BUILD] [DIR]
+#     xz-packs test_optimized, tbe-bench and tbe-verify of BUILD (default build-cuda) into
+#     DIR/bin.tar.xz (default .gpu/ikbo-fa; git-ignored: name it in the device call's carry), with
+#     the Triton peer file when TRITON_IKBO names it (FBGEMM's
+#     fbgemm_gpu/experimental/ikbo/ikbo/ops/triton_ikbo_fa.py, fetched into an ignored folder) and
+#     the CUTLASS binaries of .peers/cutlass when `bench/peer_cutlass_fmha.sh build` made them.
+# On the GPU machine, from the repository root:
+#   STAGES=tests,sanitizers,mainjob bench/ikbo_fa_gpu_run.sh run [DIR]     (~6 minutes)
+#   STAGES=bench,peers,cutlass bench/ikbo_fa_gpu_run.sh run [DIR]          (~8 minutes)
+# Logs and JSON under $OUT (default /tmp/out); a summary line per stage on stdout.
+set -uo pipefail
+cmd=${1:-}
+case "$cmd" in
+  pack)
+    build=${2:-build-cuda}
+    dir=${3:-.gpu/ikbo-fa}
+    mkdir -p "$dir"
+    tar cf - -C "$build" tests/test_optimized bench/tbe-bench tools/tbe-verify \
+      | xz -T2 -3 > "$dir/bin.tar.xz" || exit 1
+    if [ -n "${TRITON_IKBO:-}" ]; then cp "$TRITON_IKBO" "$dir/triton_ikbo_fa.py" || exit 1; fi
+    for t in f16 bf16; do
+      [ -x .peers/cutlass/88_hopper_fmha_$t ] && xz -T2 -3 -c .peers/cutlass/88_hopper_fmha_$t \
+        > "$dir/88_hopper_fmha_$t.xz"
+    done
+    ls -la "$dir"; du -sh "$dir"
+    exit 0
+    ;;
+  run) ;;
+  *)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 2
+    ;;
+esac
+
+root=$(pwd)
+dir=$(cd "${2:-.gpu/ikbo-fa}" && pwd) || exit 1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+STAGES=",${STAGES:-tests,sanitizers,mainjob,bench,peers,cutlass},"
+bin=/tmp/ikbo-fa-bin; mkdir -p $bin
+xz -dc "$dir/bin.tar.xz" | tar xf - -C $bin || exit 1
+. "$root/bench/gpu_env.sh"
+T=$bin/tests/test_optimized; B=$bin/bench/tbe-bench; V=$bin/tools/tbe-verify
+want() { [[ $STAGES == *",$1,"* ]]; }
+# step NAME TIMEOUT CMD...: runs CMD with its output in $OUT/NAME.log; prints rc, seconds and the
+# log's summary lines.
+step() {
+  local name=$1 limit=$2; shift 2
+  local s=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "## $name rc=$rc ($(( $(date +%s) - s )) s)"
+  grep -E "passed|failed|FAILED|Falsifiable|ERROR SUMMARY|RACECHECK SUMMARY|^paths|^time:" \
+    "$OUT/$name.log" | tail -12
+  return $rc
+}
+tail_tests="ikbo attention: more jobs than the persistent wgmma grid*,ikbo attention C19: exact tail tiles and S = 1,ikbo attention C22: empty key ranges give exact zeros"
+if want tests; then
+  RC_PARAMS="max_success=${RC_N:-100}" step tests 240 $T "[attention]" -r compact
+fi
+if want sanitizers; then
+  RC_PARAMS="max_success=8" step memcheck 200 \
+    compute-sanitizer --tool memcheck --error-exitcode 9 $T "[attention]~[large]" -r compact
+  RC_PARAMS="max_success=4" step racecheck 240 \
+    compute-sanitizer --tool racecheck --error-exitcode 9 $T "$tail_tests" -r compact
+  RC_PARAMS="max_success=4" step synccheck 120 \
+    compute-sanitizer --tool synccheck --error-exitcode 9 $T "$tail_tests" -r compact
+fi
+if want mainjob; then
+  step mainjob 300 $V --require-gpu --json "$OUT/mainjob.json"
+  grep -E "rows:|paths\.|^time" "$OUT/mainjob.log" | tail -8
+fi
+fa() {  # fa NAME ARGS...: tbe-bench ikbo-fa with its table printed
+  step "$1" 60 $B ikbo-fa --json "$OUT/$1.json" "${@:2}"
+  cut -c1-120 "$OUT/$1.log" | grep -E "^(bf16|fp16|device|dtype)"
+}
+if want bench; then
+  fa fa_bf16 --dtype bf16
+  fa fa_fp16 --dtype fp16
+  fa fa_bf16_dh64 --dtype bf16 --dh 64
+fi
+if want peers; then
+  triton=()
+  [ -f "$dir/triton_ikbo_fa.py" ] && triton=(--triton-ikbo "$dir/triton_ikbo_fa.py")
+  for t in bf16 fp16; do
+    PYTHONUNBUFFERED=1 step peer_$t 330 python3 "$root/bench/peer_ikbo_fa.py" --dtype $t \
+      "${triton[@]}" --json "$OUT/peer_$t.json"
+    grep -E "^(bf16|fp16)" "$OUT/peer_$t.log"
+  done
+  fa fa_bf16_after_peers --dtype bf16
+fi
+if want cutlass; then
+  if [ -f "$dir/88_hopper_fmha_f16.xz" ]; then
+    mkdir -p /tmp/ikbo-fa-cutlass
+    for t in f16 bf16; do
+      xz -dc "$dir/88_hopper_fmha_$t.xz" > /tmp/ikbo-fa-cutlass/88_hopper_fmha_$t
+      chmod +x /tmp/ikbo-fa-cutlass/88_hopper_fmha_$t
+    done
+    step cutlass 200 bash "$root/bench/peer_cutlass_fmha.sh" run /tmp/ikbo-fa-cutlass
+    grep -E "^#|TFLOPS" "$OUT/cutlass.log"
+  else
+    echo "## cutlass: not packed (bench/peer_cutlass_fmha.sh build, then pack)"
+  fi
+fi
