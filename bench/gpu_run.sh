@@ -1,10 +1,10 @@
 #!/bin/bash
 # Final GPU run: tests (all tuning knobs drawn at random), memcheck + synccheck subsets, benchmark
 # (B=8192 and full seed-large), PyTorch peer side by side. Logs under $OUT.
-# Usage: copy test_optimized and tbe-bench into .gpu/ (ignored), copy this script there, then on
-# the GPU machine: DUMP=1 RC_N=400 bash .gpu/gpu_run.sh (logs and JSON under $OUT).
+# Usage: copy test_optimized and tbe-bench into .gpu/ (ignored), copy this script and gpu_env.sh
+# there, then on the GPU machine: DUMP=1 RC_N=400 bash .gpu/gpu_run.sh (logs and JSON under $OUT).
 cd "$(dirname "$0")"
-nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.max.sm --format=csv,noheader
+. ./gpu_env.sh   # LD_LIBRARY_PATH for cuBLAS (linked shared), the device line
 S=$(date +%s)
 export RC_PARAMS="max_success=${RC_N:-100}"
 timeout ${T_TEST:-170} ./test_optimized -r compact > $OUT/tests.log 2>&1; echo "tests rc=$? ($(( $(date +%s)-S ))s)"
