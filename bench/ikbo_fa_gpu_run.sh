@@ -21,8 +21,10 @@
 #     xz-packs test_optimized, tbe-bench and tbe-verify of BUILD (default build-cuda) into
 #     DIR/bin.tar.xz (default .gpu/ikbo-fa; git-ignored: name it in the device call's carry), with
 #     the Triton peer file when TRITON_IKBO names it (FBGEMM's
-#     fbgemm_gpu/experimental/ikbo/ikbo/ops/triton_ikbo_fa.py, fetched into an ignored folder) and
-#     the CUTLASS binaries of .peers/cutlass when `bench/peer_cutlass_fmha.sh build` made them.
+#     fbgemm_gpu/experimental/ikbo/ikbo/ops/triton_ikbo_fa.py, into an ignored folder, e.g. from a
+#     clone of pytorch/FBGEMM: git show 71d6f8b22:fbgemm_gpu/experimental/ikbo/ikbo/ops/
+#     triton_ikbo_fa.py > .peers/triton_ikbo_fa.py, the commit measured so far) and the CUTLASS
+#     binaries of .peers/cutlass when `bench/peer_cutlass_fmha.sh build` made them.
 # On the GPU machine, from the repository root:
 #   STAGES=tests,sanitizers,mainjob bench/ikbo_fa_gpu_run.sh run [DIR]     (~6 minutes)
 #   STAGES=bench,peers,cutlass bench/ikbo_fa_gpu_run.sh run [DIR]          (~8 minutes)
