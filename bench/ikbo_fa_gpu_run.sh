@@ -11,8 +11,9 @@
 #               backward rows, IKBO rows with the attention path counters), --json $OUT/mainjob.json
 #   bench       tbe-bench ikbo-fa, BF16 and FP16 (Dh 128), and BF16 at Dh 64, with cuBLAS's rate
 #   peers       bench/peer_ikbo_fa.py (PyTorch SDPA pre-broadcast, broadcast + SDPA and the
-#               stock-Triton IKBO FA when packed) on the same shapes, then tbe-bench ikbo-fa again
-#               (the peer's cold autotuning of 320 configurations takes ~3 minutes per dtype)
+#               stock-Triton IKBO FA when packed) on the same shapes for PEER_DTYPES (default
+#               "bf16 fp16"), then tbe-bench ikbo-fa BF16 again (the peer's cold autotuning of
+#               320 configurations takes ~3 minutes per dtype)
 #   cutlass     CUTLASS's Hopper FMHA example on the same FLOPs (bench/peer_cutlass_fmha.sh), when
 #               packed
 #
@@ -26,8 +27,11 @@
 #     triton_ikbo_fa.py > .peers/triton_ikbo_fa.py, the commit measured so far) and the CUTLASS
 #     binaries of .peers/cutlass when `bench/peer_cutlass_fmha.sh build` made them.
 # On the GPU machine, from the repository root:
-#   STAGES=tests,sanitizers,mainjob bench/ikbo_fa_gpu_run.sh run [DIR]     (~6 minutes)
-#   STAGES=bench,peers,cutlass bench/ikbo_fa_gpu_run.sh run [DIR]          (~8 minutes)
+#   STAGES=tests,sanitizers,mainjob bench/ikbo_fa_gpu_run.sh run [DIR]           (~6 minutes)
+#   STAGES=bench,cutlass,peers PEER_DTYPES=bf16 bench/ikbo_fa_gpu_run.sh run [DIR] (~6 minutes)
+#   STAGES=peers PEER_DTYPES=fp16 bench/ikbo_fa_gpu_run.sh run [DIR]             (~5 minutes)
+# (one device call each: a command may run 10 minutes; the estimates include the Triton peer's
+# cold autotuning)
 # Logs and JSON under $OUT (default /tmp/out); a summary line per stage on stdout.
 set -uo pipefail
 cmd=${1:-}
@@ -102,7 +106,7 @@ fi
 if want peers; then
   triton=()
   [ -f "$dir/triton_ikbo_fa.py" ] && triton=(--triton-ikbo "$dir/triton_ikbo_fa.py")
-  for t in bf16 fp16; do
+  for t in ${PEER_DTYPES:-bf16 fp16}; do
     PYTHONUNBUFFERED=1 step peer_$t 330 python3 "$root/bench/peer_ikbo_fa.py" --dtype $t \
       "${triton[@]}" --json "$OUT/peer_$t.json"
     grep -E "^(bf16|fp16)" "$OUT/peer_$t.log"
