@@ -41,6 +41,7 @@ case "$cmd" in
            "line to switch to BF16 (CUTLASS version changed?)" >&2
       exit 1
     fi
+    # --use_fast_math: the peer's fastest build (our kernel uses ex2.approx explicitly as well)
     for t in f16 bf16; do
       file="$ex/88_hopper_fmha.cu"
       [ "$t" = bf16 ] && file="$ex/88_hopper_fmha_bf16.cu"
