@@ -16,8 +16,8 @@
 //       (they belong to the next user or lie past the tensor, where TMA fills zeros); their V rows
 //       are zeroed in shared memory by the producer before it signals full_v (so 0 · V is 0 even
 //       if the next user's V is not finite).
-//     warp 1, Q loader: per job, once the buffer's previous job is released (q_empty, both
-//       consumer warpgroups), reads the work item and key range, finds each consumer
+//     warp 1, Q loader: per job, once the buffer's previous job is released (q_empty, all 8
+//       consumer warps), reads the work item and key range, finds each consumer
 //       warpgroup's rows of q (the grouping's candidates) and loads them into the buffer's
 //       swizzled layout: with TMA (2-D map over q [B·n_seed, H·Dh], 64 × 64 boxes) when they are
 //       consecutive rows of q, else with cp.async (rows past the item zero-filled); it publishes
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(tail, 1);
     for (int b = 0; b < 2; ++b) {
       mbar_init(q_full(b), 1);   // the Q loader's arrival (+ its TMA bytes)
-      mbar_init(q_empty(b), 2);  // one arrival per consumer warpgroup
+      mbar_init(q_empty(b), 8);  // one arrival per consumer warp
     }
     mbar_init_fence();
   }
@@ -454,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (!(keep && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
     }
   };
-  // Job i of the CTA is in Q buffer i % 2 (the loader's slot); the warpgroup releases it
+  // Job i of the CTA is in Q buffer i % 2 (the loader's slot); each consumer warp releases it
   // (q_empty) when it starts job i + 1, after its TMA store of job i read the buffer.
   auto slot_ready = [&](std::uint32_t i) { mbar_wait(q_full(static_cast<int>(i & 1u)), (i >> 1) & 1u); };
 
@@ -468,9 +468,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const attention_cta::Cta cta = slot.cta;
     const bool tma_out = slot.tma_store[cw] != 0;
     const std::int32_t out_row0 = slot.row0[cw];
-    if (i > 0 && tw == 0) {  // the previous job's buffer: no QKᵀ or TMA store reads it any more
-      bulk_wait_group_read<0>();
-      mbar_arrive(q_empty(qb ^ 1));
+    if (i > 0) {  // the previous job's buffer: no QKᵀ or TMA store reads it any more
+      // one arrival per consumer warp, after all 32 lanes read this warp's copy of the slot
+      // (an empty-key job has no wgmma or named barrier that would order the other warps' reads)
+      if (tw == 0) bulk_wait_group_read<0>();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(q_empty(qb ^ 1));
     }
     const int rows = cta.item.rows;
     const std::int64_t n = cta.n;
