@@ -128,6 +128,40 @@ struct JobSlot {
 static_assert(sizeof(JobSlot) <= 64 && alignof(JobSlot) <= 16,
               "Layout::kSlots reserves 64 bytes a slot, 16-byte aligned");
 
+/// Field x of a job slot in shared memory as lane 0 of the warp reads it (a volatile load, so the
+/// compiler does not speculate it onto the other lanes), given to every lane by shuffle.
+template <class V>
+__device__ __forceinline__ V slot_field_lane0(const V& x, int lane) {
+  V v = 0;
+  if (lane == 0) v = *static_cast<const volatile V*>(&x);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+/// What a consumer warp takes from job slot `slot` for its warpgroup cw. Lane 0 alone reads the
+/// slot, so the only reader a slot has per consumer warp is the lane that releases the buffer
+/// (q_empty) after the read, and the Q loader's rewrite for a later job is ordered after every
+/// read by that lane's own arrival. (With all 32 lanes reading and lane 0 arriving after
+/// __syncwarp, compute-sanitizer racecheck reported the reads of lanes 1-31, never lane 0's: it
+/// orders a thread's accesses by that thread's own arrivals.)
+struct JobView {
+  attention_cta::Cta cta;
+  bool tma_out = false;         ///< the warpgroup's rows leave by TMA store
+  std::int32_t out_row0 = 0;    ///< the warpgroup's first row of out (when tma_out)
+};
+__device__ __forceinline__ JobView read_job_lane0(const JobSlot& slot, int cw, int lane) {
+  JobView v;
+  v.cta.item.user = slot_field_lane0(slot.cta.item.user, lane);
+  v.cta.item.cand0 = slot_field_lane0(slot.cta.item.cand0, lane);
+  v.cta.item.row0 = slot_field_lane0(slot.cta.item.row0, lane);
+  v.cta.item.rows = slot_field_lane0(slot.cta.item.rows, lane);
+  v.cta.h = slot_field_lane0(slot.cta.h, lane);
+  v.cta.k_begin = slot_field_lane0(slot.cta.k_begin, lane);
+  v.cta.n = slot_field_lane0(slot.cta.n, lane);
+  v.tma_out = slot_field_lane0(slot.tma_store[cw], lane) != 0;
+  v.out_row0 = slot_field_lane0(slot.row0[cw], lane);
+  return v;
+}
+
 /// Per consumer thread: the online-softmax state of its two rows (gq, gq + 8 of its warp's 16).
 struct RowState {
   float m[2] = {-INFINITY, -INFINITY};
@@ -464,13 +498,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (std::int64_t job = first_job; job < jobs; job += job_step, ++i) {
     const int qb = static_cast<int>(i & 1u);
     slot_ready(i);
-    const JobSlot& slot = slots[qb];
-    const attention_cta::Cta cta = slot.cta;
-    const bool tma_out = slot.tma_store[cw] != 0;
-    const std::int32_t out_row0 = slot.row0[cw];
+    const JobView view = read_job_lane0(slots[qb], cw, lane);
+    const attention_cta::Cta cta = view.cta;
+    const bool tma_out = view.tma_out;
+    const std::int32_t out_row0 = view.out_row0;
     if (i > 0) {  // the previous job's buffer: no QKᵀ or TMA store reads it any more
-      // one arrival per consumer warp, after all 32 lanes read this warp's copy of the slot
-      // (an empty-key job has no wgmma or named barrier that would order the other warps' reads)
+      // one arrival per consumer warp, by the lane that read the slot (read_job_lane0): an
+      // empty-key job has no wgmma or named barrier that would order a warp's read before
+      // another warp's arrival; __syncwarp orders the warp's earlier shared-memory accesses
       if (tw == 0) bulk_wait_group_read<0>();
       __syncwarp();
       if (lane == 0) mbar_arrive(q_empty(qb ^ 1));
@@ -531,7 +566,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       bool next_has_tiles = false;
       if (job + job_step < jobs) {
         slot_ready(i + 1);
-        next_has_tiles = tiles_of(slots[qb ^ 1].cta.n) > 0;
+        next_has_tiles = tiles_of(slot_field_lane0(slots[qb ^ 1].cta.n, lane)) > 0;
       }
       const int sl = stage_of(n_tiles - 1);
       mbar_wait(full_v(sl), parity_of(n_tiles - 1));
