@@ -32,7 +32,8 @@
 #   STAGES=peers PEER_DTYPES=fp16 bench/ikbo_fa_gpu_run.sh run [DIR]             (~5 minutes)
 # (one device call each: a command may run 10 minutes; the estimates include the Triton peer's
 # cold autotuning)
-# Logs and JSON under $OUT (default /tmp/out); a summary line per stage on stdout.
+# Logs and JSON in $OUT/ikbo-fa-logs.tar.xz (OUT default /tmp/out); a summary line per stage on
+# stdout.
 set -uo pipefail
 cmd=${1:-}
 case "$cmd" in
@@ -43,7 +44,7 @@ case "$cmd" in
     tar cf - -C "$build" tests/test_optimized bench/tbe-bench tools/tbe-verify \
       | xz -T2 -3 > "$dir/bin.tar.xz" || exit 1
     if [ -n "${TRITON_IKBO:-}" ]; then cp "$TRITON_IKBO" "$dir/triton_ikbo_fa.py" || exit 1; fi
-    for t in f16 bf16; do
+    for t in f16 bf16 f16_timed bf16_timed; do
       [ -x .peers/cutlass/88_hopper_fmha_$t ] && xz -T2 -3 -c .peers/cutlass/88_hopper_fmha_$t \
         > "$dir/88_hopper_fmha_$t.xz"
     done
@@ -59,7 +60,11 @@ esac
 
 root=$(pwd)
 dir=$(cd "${2:-.gpu/ikbo-fa}" && pwd) || exit 1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# Logs and JSON go to a scratch folder and leave as one archive, $OUT/ikbo-fa-logs.tar.xz (the
+# device returns a limited number of files from $OUT: one file loses none)
+FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
+OUT=$(mktemp -d /tmp/ikbo-fa-logs.XXXXXX)
+trap 'tar cJf "$FINAL/ikbo-fa-logs.tar.xz" -C "$OUT" . && echo "logs: $FINAL/ikbo-fa-logs.tar.xz"' EXIT
 STAGES=",${STAGES:-tests,sanitizers,mainjob,bench,peers,cutlass},"
 bin=/tmp/ikbo-fa-bin; mkdir -p $bin
 xz -dc "$dir/bin.tar.xz" | tar xf - -C $bin || exit 1
@@ -116,12 +121,13 @@ fi
 if want cutlass; then
   if [ -f "$dir/88_hopper_fmha_f16.xz" ]; then
     mkdir -p /tmp/ikbo-fa-cutlass
-    for t in f16 bf16; do
+    for t in f16 bf16 f16_timed bf16_timed; do
+      [ -f "$dir/88_hopper_fmha_$t.xz" ] || continue
       xz -dc "$dir/88_hopper_fmha_$t.xz" > /tmp/ikbo-fa-cutlass/88_hopper_fmha_$t
       chmod +x /tmp/ikbo-fa-cutlass/88_hopper_fmha_$t
     done
     step cutlass 200 bash "$root/bench/peer_cutlass_fmha.sh" run /tmp/ikbo-fa-cutlass
-    grep -E "^#|TFLOPS" "$OUT/cutlass.log"
+    grep -E "^#|TFLOPS|median" "$OUT/cutlass.log"
   else
     echo "## cutlass: not packed (bench/peer_cutlass_fmha.sh build, then pack)"
   fi
