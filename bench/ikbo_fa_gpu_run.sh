@@ -16,6 +16,9 @@
 #               320 configurations takes ~3 minutes per dtype)
 #   cutlass     CUTLASS's Hopper FMHA example on the same FLOPs (bench/peer_cutlass_fmha.sh), when
 #               packed
+#   variants    the wgmma kernel of every packed tbe-bench variant (VARIANTS at pack time), BF16 and
+#               FP16, interleaved with the packed tbe-bench in two rounds (same process order each
+#               round): the side-by-side a kernel change is judged by
 #
 # Here (no GPU needed), after building build-cuda:
 #   bench/ikbo_fa_gpu_run.sh pack [BUILD] [DIR]
@@ -25,7 +28,9 @@
 #     fbgemm_gpu/experimental/ikbo/ikbo/ops/triton_ikbo_fa.py, into an ignored folder, e.g. from a
 #     clone of pytorch/FBGEMM: git show 71d6f8b22:fbgemm_gpu/experimental/ikbo/ikbo/ops/
 #     triton_ikbo_fa.py > .peers/triton_ikbo_fa.py, the commit measured so far) and the CUTLASS
-#     binaries of .peers/cutlass when `bench/peer_cutlass_fmha.sh build` made them.
+#     binaries of .peers/cutlass when `bench/peer_cutlass_fmha.sh build` made them; with
+#     VARIANTS="NAME=PATH ..." also each PATH (another build's tbe-bench, e.g. main's when BUILD
+#     holds a branch) as DIR/tbe-bench-NAME.xz.
 # On the GPU machine, from the repository root:
 #   STAGES=tests,sanitizers,mainjob bench/ikbo_fa_gpu_run.sh run [DIR]           (~6 minutes)
 #   STAGES=bench,cutlass,peers PEER_DTYPES=bf16 bench/ikbo_fa_gpu_run.sh run [DIR] (~6 minutes)
@@ -44,6 +49,9 @@ case "$cmd" in
     tar cf - -C "$build" tests/test_optimized bench/tbe-bench tools/tbe-verify \
       | xz -T2 -3 > "$dir/bin.tar.xz" || exit 1
     if [ -n "${TRITON_IKBO:-}" ]; then cp "$TRITON_IKBO" "$dir/triton_ikbo_fa.py" || exit 1; fi
+    for v in ${VARIANTS:-}; do
+      xz -T2 -3 -c "${v#*=}" > "$dir/tbe-bench-${v%%=*}.xz" || exit 1
+    done
     for t in f16 bf16 f16_timed bf16_timed; do
       [ -x .peers/cutlass/88_hopper_fmha_$t ] && xz -T2 -3 -c .peers/cutlass/88_hopper_fmha_$t \
         > "$dir/88_hopper_fmha_$t.xz"
@@ -131,4 +139,24 @@ if want cutlass; then
   else
     echo "## cutlass: not packed (bench/peer_cutlass_fmha.sh build, then pack)"
   fi
+fi
+if want variants; then
+  names=()
+  for x in "$dir"/tbe-bench-*.xz; do
+    [ -f "$x" ] || continue
+    name=$(basename "$x" .xz); name=${name#tbe-bench-}
+    xz -dc "$x" > "$bin/tbe-bench-$name" && chmod +x "$bin/tbe-bench-$name" && names+=("$name")
+  done
+  if [ ${#names[@]} -eq 0 ]; then
+    echo "## variants: none packed (VARIANTS=NAME=PATH at pack time)"
+  fi
+  for r in 1 2; do
+    for v in packed "${names[@]}"; do
+      x=$B; [ "$v" = packed ] || x=$bin/tbe-bench-$v
+      for t in bf16 fp16; do
+        step var_${v}_${t}_r$r 60 $x ikbo-fa --dtype $t --kernel wgmma --json "$OUT/var_${v}_${t}_r$r.json"
+        grep -E "wgmma.kb128.pingpong  " "$OUT/var_${v}_${t}_r$r.log" | cut -c1-100
+      done
+    done
+  done
 fi
