@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else if (warp0 == 1) {
       // ---------------- Q loader ----------------
-      // Job i of the CTA (i = 0, 1, ...) uses Q buffer i % 2: once both consumer warpgroups
+      // Job i of the CTA (i = 0, 1, ...) uses Q buffer i % 2: once all 8 consumer warps
       // released the buffer's previous job (q_empty), the loader reads the job's work item and
       // key range, finds where each warpgroup's rows are (their out rows: the rows of q), loads
       // them (a TMA box of 64 rows per 64-column box when the rows are consecutive rows of q,
