@@ -149,6 +149,11 @@ struct JobView {
   std::int32_t out_row0 = 0;    ///< the warpgroup's first row of out (when tma_out)
 };
 __device__ __forceinline__ JobView read_job_lane0(const JobSlot& slot, int cw, int lane) {
+  // every field of Cta is copied below: a field added to it (or to AttentionWorkItem) changes
+  // these sizes and must be added here too
+  static_assert(sizeof(AttentionWorkItem) == 4 * sizeof(std::int32_t) &&
+                    sizeof(attention_cta::Cta) == 48,
+                "read_job_lane0 copies AttentionWorkItem's 4 fields and Cta's h, k_begin, n");
   JobView v;
   v.cta.item.user = slot_field_lane0(slot.cta.item.user, lane);
   v.cta.item.cand0 = slot_field_lane0(slot.cta.item.cand0, lane);
