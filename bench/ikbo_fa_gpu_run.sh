@@ -107,9 +107,11 @@ if want mainjob; then
   step mainjob 300 $V --require-gpu --json "$OUT/mainjob.json"
   grep -E "rows:|paths\.|^time" "$OUT/mainjob.log" | tail -8
 fi
-fa() {  # fa NAME ARGS...: tbe-bench ikbo-fa with its table printed
-  step "$1" 60 $B ikbo-fa --json "$OUT/$1.json" "${@:2}"
-  cut -c1-120 "$OUT/$1.log" | grep -E "^(bf16|fp16|device|dtype)"
+# fa NAME ARGS...: tbe-bench ikbo-fa (the binary FA_BIN, default the packed one) with the rows of
+# its table that match FA_ROWS printed
+fa() {
+  step "$1" 60 "${FA_BIN:-$B}" ikbo-fa --json "$OUT/$1.json" "${@:2}"
+  cut -c1-120 "$OUT/$1.log" | grep -E "${FA_ROWS:-^(bf16|fp16|device|dtype)}"
 }
 if want bench; then
   fa fa_bf16 --dtype bf16
@@ -152,11 +154,12 @@ if want variants; then
   fi
   for r in 1 2; do
     for v in packed "${names[@]}"; do
-      x=$B; [ "$v" = packed ] || x=$bin/tbe-bench-$v
+      FA_BIN=$B FA_ROWS="wgmma.kb128.pingpong  "
+      [ "$v" = packed ] || FA_BIN=$bin/tbe-bench-$v
       for t in bf16 fp16; do
-        step var_${v}_${t}_r$r 60 $x ikbo-fa --dtype $t --kernel wgmma --json "$OUT/var_${v}_${t}_r$r.json"
-        grep -E "wgmma.kb128.pingpong  " "$OUT/var_${v}_${t}_r$r.log" | cut -c1-100
+        fa fa_var_${v}_${t}_r$r --dtype $t --kernel wgmma
       done
+      unset FA_BIN FA_ROWS
     done
   done
 fi

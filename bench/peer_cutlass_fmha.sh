@@ -1,14 +1,15 @@
 #!/bin/bash
 # CUTLASS's Hopper FMHA (example 88_hopper_fmha, shipped in the nvidia-cutlass wheel) on the
 # ikbo-fa shape, to decide by measurement whether CUTLASS would serve the IKBO attention kernel
-# better than our hand-written one (docs/ikbo.md, issue "IKBO cross attention on the GPU").
+# better than our hand-written one (docs/ikbo.md, optimized/README.md "IKBO attention").
 #
 # With the sorted map (64 candidates per user) the candidates of one user are one query sequence
 # of 64 · n_seed = 4096 rows against that user's S keys, so a plain FMHA with
 #   batch = U = B / 64, heads = H = 2, q = 4096, k = S, d = Dh = 128
 # computes exactly tbe-bench ikbo-fa's 4·B·H·n_seed·S·Dh FLOPs with the same per-user K/V reuse
 # (the example reports TFLOP/s on 4·b·h·q·k·d). It cannot express other maps (unsorted, odd
-# candidate counts), which our kernel groups on the device.
+# candidate counts), which our kernel groups on the device, nor jagged keys (no variable-length
+# option in 4.2.0's example).
 #
 # Two timings: the example as shipped times `--iterations` back-to-back launches with one event
 # pair and reports their mean (no L2 flush); the `_timed` builds replace that loop with
@@ -46,7 +47,8 @@ case "$cmd" in
     fi
     # The _timed copies time the forward runner as tbe-bench does (3 warm-ups, a 256 MiB L2
     # flush before every iteration, one event pair per iteration, the median; min and max
-    # printed): the example's own loop is replaced between two marker comments it has.
+    # printed): the example's own loop is replaced, from its "Record an event" comment to the line
+    # that averages the iterations.
     for t in f16 bf16; do
       file="$ex/88_hopper_fmha.cu"
       [ "$t" = bf16 ] && file="$ex/88_hopper_fmha_bf16.cu"

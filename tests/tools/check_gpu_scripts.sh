@@ -17,8 +17,9 @@ for f in bench/ikbo_fa_gpu_run.sh:pack bench/peer_cutlass_fmha.sh:build; do
   grep -q "$script $word" <<< "$out" || { echo "FAILED: $script's usage does not name '$word'"; fail=1; }
 done
 # the ikbo-fa command lines of ikbo_fa_gpu_run.sh's fa() calls ("  fa NAME ARGS..."), as it writes them
+# (a loop's storage type $t taken as bf16)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-sed -n 's/^ *fa fa_[a-z0-9_]* //p' "$src/bench/ikbo_fa_gpu_run.sh" > "$tmp/calls"
+sed -n 's/^ *fa fa_[a-z0-9_${}]* //p' "$src/bench/ikbo_fa_gpu_run.sh" | sed 's/\$t\b/bf16/g' > "$tmp/calls"
 [ -s "$tmp/calls" ] || { echo "FAILED: no fa() call found in ikbo_fa_gpu_run.sh"; fail=1; }
 # (a build without CUDA has no ikbo-fa subcommand: nothing to parse against)
 "$bench" --help 2>&1 | grep -q "ikbo-fa" || : > "$tmp/calls"
