@@ -6,7 +6,10 @@
 //   tbe-bench small-table [--batch B] [--iters N] [--json FILE] [--dump-npy DIR] [--only CASES]
 //
 // "path" = SmallTableTuning Mode::Auto (eligible features take the histogram path; the forward
-// saves its counts and the backward reuses them), "generic" = Mode::Off (every feature gathers).
+// saves its counts and the backward reuses them; a backward whose features all take it skips the
+// sort), "sorted" = the same with BackwardTuning::Sort::Always (the backward sorts the lookups and
+// the generic run kernels take the rows the histogram does not own), "generic" = Mode::Off (every
+// feature gathers).
 // Timing as tbe-bench forward: CUDA events, 3 warm-up calls, a 256 MiB L2-flush write before every
 // iteration (outside the timed region), median / min / max over --iters. Forward + backward is
 // one timed region: ForwardOp::run then BackwardOp::run on one stream. The backward writes
@@ -95,8 +98,9 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
   DeviceBuffer flush(flush_bytes);
 
   nlohmann::json results = nlohmann::json::array();
-  std::printf("%-12s %8s %10s | %10s %10s %6s | %10s %10s %6s  small features\n", "case", "B",
-              "lookups", "fwd path", "generic", "x", "f+b path", "generic", "x");
+  std::printf("%-12s %8s %10s | %10s %10s %6s | %10s %10s %10s %6s %6s  small features\n", "case",
+              "B", "lookups", "fwd path", "generic", "x", "f+b path", "sorted", "generic", "x",
+              "x srt");
   const std::optional<std::vector<Case>> chosen =
       tbe::bench::only_variants<Case>(cases(args.batch), args.only, "small-table");
   if (!chosen) return 2;  // --only named an unknown case
@@ -140,13 +144,15 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
     bout.weights = d_wout.get();
     bout.momentum = d_mout.as<float>();
 
-    Timing fwd[2], both[2];
+    Timing fwd[3], both[3];
     std::string small_list;
-    for (int path = 1; path >= 0; --path) {  // 1: the histogram path, 0: generic
+    for (const int path : {1, 2, 0}) {  // 1: the histogram path, 2: the same sorted, 0: generic
       cuda::ForwardTuning tuning;
       tuning.small_table.mode = path ? cuda::SmallTableTuning::Mode::Auto : cuda::SmallTableTuning::Mode::Off;
       cuda::ForwardOp fop(p, {}, tuning);
-      cuda::BackwardOp bop(bp, {}, cuda::BackwardTuning{tuning.small_table});
+      cuda::BackwardTuning bt{tuning.small_table};
+      if (path == 2) bt.sort = cuda::BackwardTuning::Sort::Always;
+      cuda::BackwardOp bop(bp, {}, bt);
       DeviceBuffer counts_buf(fop.small_table_counts_bytes());
       cuda::SmallTableCounts counts;
       if (path && fop.small_table_counts_bytes() > 0) {
@@ -155,7 +161,7 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
         fop.save_small_table_counts(&counts, 1);
         bop.use_small_table_counts(&counts, 1);
       }
-      if (path)
+      if (path == 1)
         for (const cuda::SmallTableFeature& f : fop.small_table_features())
           if (f.eligible) small_list += std::to_string(f.feature) + " ";
       DeviceBuffer fws(fop.workspace_bytes()), bws(bop.workspace_bytes());
@@ -168,20 +174,22 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
       }, args.iters, stream, flush.get(), flush_bytes);
       const ForwardStats fs = fop.finish();
       const BackwardStats bs = bop.finish();
-      results.push_back({{"case", k.name}, {"path", path ? "small_table" : "generic"},
+      const char* name = path == 1 ? "small_table" : path == 2 ? "small_table.sorted" : "generic";
+      results.push_back({{"case", k.name}, {"path", name},
                          {"B", c.batch_size}, {"lookups", N},
                          {"forward", {{"median_ms", fwd[path].median_ms}, {"min_ms", fwd[path].min_ms}, {"max_ms", fwd[path].max_ms}}},
                          {"forward_backward", {{"median_ms", both[path].median_ms}, {"min_ms", both[path].min_ms}, {"max_ms", both[path].max_ms}}},
                          {"iters", args.iters}, {"forward_paths", fs.paths}, {"backward_paths", bs.paths}});
     }
-    std::printf("%-12s %8lld %10lld | %10.3f %10.3f %6.2f | %10.3f %10.3f %6.2f  %s\n",
+    std::printf("%-12s %8lld %10lld | %10.3f %10.3f %6.2f | %10.3f %10.3f %10.3f %6.2f %6.2f  %s\n",
                 k.name.c_str(), (long long)c.batch_size, (long long)N, fwd[1].median_ms,
                 fwd[0].median_ms, fwd[0].median_ms / fwd[1].median_ms, both[1].median_ms,
-                both[0].median_ms, both[0].median_ms / both[1].median_ms,
-                small_list.empty() ? "(none)" : small_list.c_str());
+                both[2].median_ms, both[0].median_ms, both[0].median_ms / both[1].median_ms,
+                both[0].median_ms / both[2].median_ms, small_list.empty() ? "(none)" : small_list.c_str());
   }
   std::printf("\nms = medians over %d iterations; x = generic / path (target >= 2x for forward + "
-              "backward)\n", args.iters);
+              "backward); x srt = generic / sorted (the path with BackwardTuning::Sort::Always)\n",
+              args.iters);
   if (!args.json_path.empty())
     std::ofstream(args.json_path) << nlohmann::json{{"device", prop.name}, {"results", results}}.dump(2) << "\n";
   return 0;

@@ -579,8 +579,8 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
          << strategy.long_run_threshold << ")";
       // The rows the small-table histogram updated leave the generic counters; together they
       // cover every run and lookup of the reference transpose once.
-      const std::int64_t hist_runs = c.histogram_runs;
-      const std::int64_t hist_lookups = c.histogram_lookups;
+      const std::int64_t hist_runs = c.histogram_runs + c.histogram_exact_runs;
+      const std::int64_t hist_lookups = c.histogram_lookups + c.histogram_exact_lookups;
       const bool sums =
           c.short_runs + c.chunked_runs + c.fused_runs + hist_runs == runs &&
           c.short_lookups + c.chunked_lookups + c.fused_lookups + hist_lookups == lookups &&
@@ -673,16 +673,23 @@ BackwardRowResult BackwardRunner::run(const BackwardRowAxes& a, std::size_t row_
       out_hilo = fresh_outputs(hilo);
       hilo_call.strategy = strategy;
       const BackwardStats st_hilo = hilo_call.run(dev);
+      for (const auto& path : st_hilo.paths)  // its no-sort backward counts for path coverage
+        if (std::find(row.paths.begin(), row.paths.end(), path) == row.paths.end())
+          row.paths.push_back(path);
       add_report_checks(row, oracle::judge_backward(hilo.problem, enc_hilo, out_hilo.view()),
                         "hilo.");
       if (cfg_.device) {
-        const bool ran =
-            st_hilo.counters.histogram_runs > 0 && has_path(st_hilo.paths, "bwd.small_table");
+        // one small-table feature alone: the backward also skips the sort (docs/small-table.md
+        // "Without the sort")
+        const bool ran = st_hilo.counters.histogram_runs > 0 &&
+                         has_path(st_hilo.paths, "bwd.small_table") &&
+                         has_path(st_hilo.paths, "bwd.small_table.no_sort");
         row.checks.push_back(agreement(
             "hilo.path", ran,
             std::to_string(st_hilo.counters.histogram_runs) +
-                " rows updated from the histogram" +
-                (ran ? "" : ": the probe did not take the small-table path")));
+                " rows updated from the histogram, bwd.small_table.no_sort " +
+                lower_bool(has_path(st_hilo.paths, "bwd.small_table.no_sort")) +
+                (ran ? "" : ": the probe did not take the small-table path without the sort")));
       }
       times.add("probes", seconds_since(t_probe));
     }

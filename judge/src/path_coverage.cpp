@@ -30,7 +30,8 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "bwd.sr",         "bwd.psw_grad",   "bwd.group.warp",   "bwd.group.block",
       "bwd.nondeterministic", "bwd.gather.staged", "bwd.gather.registers",
       "bwd.short.staged", "bwd.short.registers",
-      "forward.small_table.mma", "bwd.small_table", "bwd.small_table.saved_counts"};
+      "forward.small_table.mma", "bwd.small_table", "bwd.small_table.saved_counts",
+      "bwd.small_table.no_sort"};  // the small-table rows' hi/lo probe: one feature, no sort
   // every LCE stage that runs under the default round-once policy (lt-epilogue implements
   // user-rounded only and then runs padded-k, docs/ikbo.md); both attention kernels at the
   // main job's Dh = 128 (the wgmma one through AttentionKernel::Auto, which picks it on compute

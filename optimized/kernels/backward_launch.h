@@ -49,6 +49,10 @@ struct BackwardDeviceCounters {
   unsigned int num_chunks;  ///< chunks listed by the router
   unsigned long long small_table_rows;     ///< rows updated by the small-table histogram path
   unsigned long long small_table_lookups;  ///< their lookups (Σ SL)
+  /// rows the small-table path summed exactly instead (no sort ran: SL below its minimum run, or
+  /// a table whose histogram is not representable; kernels/backward_small_table.cu exact_row_sum)
+  unsigned long long small_table_exact_rows;
+  unsigned long long small_table_exact_lookups;  ///< their lookups
 };
 
 /// One long run as listed by the router.

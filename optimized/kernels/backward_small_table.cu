@@ -23,6 +23,7 @@ namespace {
 
 constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
 constexpr int kApplyWarps = 8;                         // warps per row of the apply kernel
+constexpr int kScanUnroll = 2;  // index loads in flight per lane when a row counts its own lookups
 constexpr int kCountWords = kStMaxRows * 16 / 2 / kStBlock;  // count pairs per thread and k-tile
 constexpr int kCountStride = 16 + 8;  // halves per row of the staged counts tile ([e][16 bags + 8])
 static_assert(kStBlock == kStMaxDim, "one thread per column of a k-tile: thread d stages column d");
@@ -277,57 +278,191 @@ __device__ __forceinline__ void add_rn(float4& a, const float4& b) {
   a.w = __fadd_rn(a.w, b.w);
 }
 
+// The exact rows (SmallTableBackwardArgs::exact_rows, docs/small-table.md "Without the sort"):
+// G_e = Σ_b c_b·g'[b] over the bags b with c_b > 0 lookups of row e, c_b·g' exact in FP64
+// (c_b < 2^29), added with one FP64 rounding each (fma) in a fixed order: warp w of the block
+// takes bags [w·R, (w+1)·R) in bag order, then the block's warps are added in warp order by warp
+// 0, which rounds once to FP32. Lane l owns columns [4l, 4l + 4) (apply_row's layout). The counts
+// come from the histogram (kFromIndices = false: FP16 counts, exact when the histogram is
+// representable) or from the feature's lookups themselves (true: a warp counts row e in each of
+// its bags, bad indices repaired to row 0 as everywhere; used when a count exceeds 2048).
+// Returns the row's SL (the same on every thread); warp 0 gets the total in `total`.
+template <bool kFromIndices, class Grad, class Idx>
+__device__ __forceinline__ std::int64_t exact_row_sum(const SmallTableBackwardArgs& a, int j, int e,
+                                                      const SmallFeatureMeta& ft,
+                                                      double (*s_tot)[tuning::kWarpThreads][4],
+                                                      std::int64_t* s_sl, float (&total)[4]) {
+  const int warp = threadIdx.x / tuning::kWarpThreads, lane = threadIdx.x & 31;
+  const int D = ft.dim;
+  const std::int64_t B = a.batch_size;
+  const Grad* grad = static_cast<const Grad*>(a.grad_output) + ft.out_col;
+  const Idx* offsets = static_cast<const Idx*>(a.offsets);
+  const bool clip = a.run.max_gradient > 0.0f;
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  std::int64_t sl = 0;  // warp-uniform
+  // acc += c · g'[bag] (the term form of the generic path: clip, then fl(g / L) for MEAN)
+  auto add_bag = [&](std::int64_t bag, int c) {
+    float L = 0.0f;
+    if (a.mean) {
+      const std::int64_t k = ft.first_bag + bag;
+      L = static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = 4 * lane + i;
+      if (col < D) {
+        float x = to_float(grad[bag * a.out_stride + col]);
+        if (clip) x = clip_gradient(x, a.run.max_gradient);
+        if (a.mean && L > 0.0f) x = __fdiv_rn(x, L);
+        acc[i] = __fma_rn(static_cast<double>(c), static_cast<double>(x), acc[i]);
+      }
+    }
+  };
+  if constexpr (kFromIndices) {
+    const Idx* indices = static_cast<const Idx*>(a.indices);
+    const std::int64_t per_warp = (B + kApplyWarps - 1) / kApplyWarps;
+    const std::int64_t b_end = min(B, (warp + 1) * per_warp);
+    for (std::int64_t b = warp * per_warp; b < b_end; ++b) {
+      const std::int64_t k = ft.first_bag + b;
+      const std::int64_t s = static_cast<std::int64_t>(offsets[k]);
+      const std::int64_t t = static_cast<std::int64_t>(offsets[k + 1]);
+      int c = 0;
+      for (std::int64_t p0 = s; p0 < t; p0 += 32 * kScanUnroll) {  // warp-uniform trip count
+        std::int64_t r[kScanUnroll];
+#pragma unroll
+        for (int u = 0; u < kScanUnroll; ++u) {
+          const std::int64_t p = p0 + lane + 32 * u;
+          r[u] = p < t ? static_cast<std::int64_t>(indices[p]) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < kScanUnroll; ++u) {
+          const std::int64_t p = p0 + lane + 32 * u;
+          std::int64_t rr = r[u];
+          if (p < t && a.check_indices && (rr < 0 || rr >= ft.rows)) rr = 0;  // repaired: row 0
+          c += __popc(__ballot_sync(0xffffffffu, p < t && rr == e));
+        }
+      }
+      if (c > 0) {
+        add_bag(b, c);
+        sl += c;
+      }
+    }
+  } else {
+    // counts row e: [Bp] FP16, bags >= B zero; a warp step reads 64 bags (a pair per lane)
+    const std::int64_t Bp = a.counts.padded_bags;
+    const std::uint16_t* row = a.counts.counts + (static_cast<std::int64_t>(j) * kStMaxRows + e) * Bp;
+    const std::int64_t per_warp = ((Bp + 63) / 64 + kApplyWarps - 1) / kApplyWarps * 64;
+    const std::int64_t b_end = min(Bp, (warp + 1) * per_warp);
+    for (std::int64_t b0 = warp * per_warp; b0 < b_end; b0 += 64) {
+      const std::int64_t mine = b0 + 2 * lane;
+      const unsigned w = mine < b_end ? *reinterpret_cast<const unsigned*>(row + mine) : 0u;
+      unsigned nz = __ballot_sync(0xffffffffu, w != 0u);
+      while (nz != 0u) {  // the lanes with a non-zero pair, in bag order
+        const int l = __ffs(nz) - 1;
+        nz &= nz - 1u;
+        const unsigned pair = __shfl_sync(0xffffffffu, w, l);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int c = __half2int_rn(__ushort_as_half(static_cast<std::uint16_t>(h == 0 ? pair & 0xffffu : pair >> 16)));
+          if (c > 0) {
+            add_bag(b0 + 2 * l + h, c);
+            sl += c;
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s_tot[warp][lane][i] = acc[i];
+  if (lane == 0) s_sl[warp] = sl;
+  __syncthreads();
+  std::int64_t row_sl = 0;
+  for (int w = 0; w < kApplyWarps; ++w) row_sl += s_sl[w];
+  if (warp == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      double t = 0.0;
+      for (int w = 0; w < kApplyWarps; ++w) t += s_tot[w][lane][i];  // warp order, FP64
+      total[i] = __double2float_rn(t);                                // the one FP32 rounding
+    }
+  }
+  return row_sl;
+}
+
 // One block of kApplyWarps warps per (feature, row): warp w sums the block partials w, w + 8, ...
 // in block order, warp 0 adds the warps' sums in warp order (a fixed tree: deterministic; every
 // partial passes through at most P - 1 additions), then runs the generic optimizer update
-// (apply_row) for rows with SL >= min_run.
+// (apply_row) for rows with SL >= min_run. With exact_rows (no sort ran), the block also owns the
+// rows with 0 < SL < min_run, summed exactly from the counts, and every row of a feature whose
+// histogram is not representable, summed exactly from its lookups (exact_row_sum).
+template <class Grad, class Idx>
 __global__ void __launch_bounds__(kApplyWarps * tuning::kWarpThreads)
 small_table_apply_block_per_row(const SmallTableBackwardArgs a) {
   if (fatal_aborted(a.run.abort_key)) return;
   const int j = static_cast<int>(blockIdx.x / kStMaxRows), e = static_cast<int>(blockIdx.x % kStMaxRows);
   const SmallFeatureMeta ft = a.features[j];
-  if (e >= ft.rows || a.counts.invalid[j] != 0u) return;  // uniform in the block
+  const bool invalid = a.counts.invalid[j] != 0u;
+  if (e >= ft.rows || (invalid && !a.exact_rows)) return;  // uniform in the block
   __shared__ float4 s_acc[kApplyWarps][tuning::kWarpThreads];
+  __shared__ double s_tot[kApplyWarps][tuning::kWarpThreads][4];
   __shared__ std::int64_t s_sl[kApplyWarps];
   const int warp = threadIdx.x / tuning::kWarpThreads, lane = threadIdx.x & 31;
-  const int c = lane * 4;  // < 128 = kStMaxDim
-  const std::int64_t base = static_cast<std::int64_t>(j) * a.blocks_per_feature;
-  std::int64_t sl = 0;
-  for (int kb = warp + lane * kApplyWarps; kb < a.blocks_per_feature; kb += kApplyWarps * tuning::kWarpThreads)
-    sl += a.partial_sl[(base + kb) * kStMaxRows + e];
-  sl = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(sl));  // < 2^31: SL of one row
-  // this lane's 4 columns of block kb's partial of row e
-  auto partial = [&](int kb) {
-    return *reinterpret_cast<const float4*>(a.partials + ((base + kb) * kStMaxRows + e) * kStMaxDim + c);
-  };
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  int kb = warp;
-  constexpr int kUnroll = 4;  // independent loads in flight, added in block order
-  for (; kb + (kUnroll - 1) * kApplyWarps < a.blocks_per_feature; kb += kUnroll * kApplyWarps) {
-    float4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = partial(kb + u * kApplyWarps);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) add_rn(acc, v[u]);
-  }
-  for (; kb < a.blocks_per_feature; kb += kApplyWarps) add_rn(acc, partial(kb));
-  s_acc[warp][lane] = acc;
-  if (lane == 0) s_sl[warp] = sl;
-  __syncthreads();
-  if (warp != 0) return;
+  float total[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   std::int64_t row_sl = 0;
-  for (int w = 0; w < kApplyWarps; ++w) row_sl += s_sl[w];
-  if (row_sl < a.min_run) return;  // untouched (0) or the generic path's row
-  for (int w = 1; w < kApplyWarps && w < a.blocks_per_feature; ++w) add_rn(acc, s_acc[w][lane]);  // warps with partials
-  float total[4] = {acc.x, acc.y, acc.z, acc.w};
+  bool exact = invalid;
+  if (invalid) {
+    row_sl = exact_row_sum<true, Grad, Idx>(a, j, e, ft, s_tot, s_sl, total);
+  } else {
+    const int c = lane * 4;  // < 128 = kStMaxDim
+    const std::int64_t base = static_cast<std::int64_t>(j) * a.blocks_per_feature;
+    std::int64_t sl = 0;
+    for (int kb = warp + lane * kApplyWarps; kb < a.blocks_per_feature; kb += kApplyWarps * tuning::kWarpThreads)
+      sl += a.partial_sl[(base + kb) * kStMaxRows + e];
+    sl = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(sl));  // < 2^31: SL of one row
+    // this lane's 4 columns of block kb's partial of row e
+    auto partial = [&](int kb) {
+      return *reinterpret_cast<const float4*>(a.partials + ((base + kb) * kStMaxRows + e) * kStMaxDim + c);
+    };
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    int kb = warp;
+    constexpr int kUnroll = 4;  // independent loads in flight, added in block order
+    for (; kb + (kUnroll - 1) * kApplyWarps < a.blocks_per_feature; kb += kUnroll * kApplyWarps) {
+      float4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = partial(kb + u * kApplyWarps);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) add_rn(acc, v[u]);
+    }
+    for (; kb < a.blocks_per_feature; kb += kApplyWarps) add_rn(acc, partial(kb));
+    s_acc[warp][lane] = acc;
+    if (lane == 0) s_sl[warp] = sl;
+    __syncthreads();
+    for (int w = 0; w < kApplyWarps; ++w) row_sl += s_sl[w];
+    if (row_sl == 0) return;  // untouched; uniform in the block
+    if (row_sl >= a.min_run) {
+      if (warp != 0) return;
+      for (int w = 1; w < kApplyWarps && w < a.blocks_per_feature; ++w) add_rn(acc, s_acc[w][lane]);  // warps with partials
+      total[0] = acc.x;
+      total[1] = acc.y;
+      total[2] = acc.z;
+      total[3] = acc.w;
+    } else {
+      if (!a.exact_rows) return;  // the generic run kernels' row
+      __syncthreads();            // s_sl is rewritten by exact_row_sum
+      exact = true;
+      exact_row_sum<false, Grad, Idx>(a, j, e, ft, s_tot, s_sl, total);  // its SL is row_sl
+    }
+  }
+  if (warp != 0 || row_sl == 0) return;
   const RunGroup<false> grp = RunGroup<false>::make(tuning::kWarpThreads);
   const BwdTableMeta t{ft.row_offset, ft.table_offset, ft.dim, j};
   const std::int64_t key = ft.row_offset + e;
   const RowState st = load_row_state<__half, false>(a.run, grp, key, t);
   apply_row<__half, float, false>(a.run, grp, key, t, st, total);
   if (lane == 0) {
-    atomicAdd(&a.run.counters->small_table_rows, 1ull);
-    atomicAdd(&a.run.counters->small_table_lookups, static_cast<unsigned long long>(row_sl));
+    atomicAdd(exact ? &a.run.counters->small_table_exact_rows : &a.run.counters->small_table_rows, 1ull);
+    atomicAdd(exact ? &a.run.counters->small_table_exact_lookups : &a.run.counters->small_table_lookups,
+              static_cast<unsigned long long>(row_sl));
   }
 }
 
@@ -338,8 +473,8 @@ void launch_small_table_backward_t(const SmallTableBackwardArgs& a, cudaStream_t
   if (a.num_small == 0 || a.batch_size == 0) return;
   const dim3 grid(static_cast<unsigned>(a.blocks_per_feature), static_cast<unsigned>(a.num_small));
   small_table_grad_split_k<storage_t<kGrad>, storage_t<kIdx>><<<grid, kStBlock, 0, stream>>>(a);
-  small_table_apply_block_per_row<<<static_cast<unsigned>(a.num_small) * kStMaxRows,
-                                    kApplyWarps * tuning::kWarpThreads, 0, stream>>>(a);
+  small_table_apply_block_per_row<storage_t<kGrad>, storage_t<kIdx>>
+      <<<static_cast<unsigned>(a.num_small) * kStMaxRows, kApplyWarps * tuning::kWarpThreads, 0, stream>>>(a);
 }
 
 #define TBE_SMALL_TABLE_BACKWARD(GRAD)                                                         \

@@ -61,7 +61,7 @@ __global__ void count_bad_bags(const Idx* __restrict__ o, const Idx* __restrict_
   if (bad) atomicAdd(&counters->bad_bags, 1ull);
 }
 
-// One warp per bag of the repaired offsets.
+// One warp per bag of the repaired offsets (out == nullptr: count only).
 template <class Idx>
 __global__ void repair_indices_warp_per_bag(const Idx* __restrict__ indices,
                                             const Idx* __restrict__ o, const Idx* __restrict__ r,
@@ -83,7 +83,8 @@ __global__ void repair_indices_warp_per_bag(const Idx* __restrict__ indices,
     const std::int64_t i = indices[p];
     const bool bad = i < 0 || i >= E;
     bad_here += bad;
-    out[p] = bad ? Idx(TBE_MUTANT_SWAP(m, kBoundsSeparateRepairToLastRow, E - 1, 0)) : static_cast<Idx>(i);
+    if (out != nullptr)
+      out[p] = bad ? Idx(TBE_MUTANT_SWAP(m, kBoundsSeparateRepairToLastRow, E - 1, 0)) : static_cast<Idx>(i);
   }
   for (int d = 16; d > 0; d >>= 1) bad_here += __shfl_down_sync(0xffffffffu, bad_here, d);
   if (lane == 0 && bad_here != 0) atomicAdd(&counters->bad_indices, bad_here);

@@ -170,7 +170,8 @@ void launch_count_bad_bags(DType index, const void* offsets, const void* repaire
                            std::int64_t num_bags, DeviceCounters* counters, cudaStream_t stream);
 /// Separate pass: for every bag of the repaired offsets, copies its indices into `repaired_indices`
 /// with bad ones replaced by 0 (per feature E), counting bad indices; if count_bags, also counts
-/// repaired bags against the raw offsets.
+/// repaired bags against the raw offsets. repaired_indices == nullptr: counts only (the backward
+/// without a sort, whose saved histogram read no index).
 void launch_repair_indices(DType index, const void* indices, const void* offsets,
                            const void* repaired_offsets, void* repaired_indices,
                            const FeatureMeta* features, const std::int64_t* feature_first_bag,

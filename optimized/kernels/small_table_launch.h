@@ -62,6 +62,13 @@ struct SmallTableBackwardArgs {
   std::int64_t num_bags = 0;              ///< T·B: the bags whose L the MEAN scale needs
   const void* offsets = nullptr;          ///< [T·B + 1] Idx, repaired (MEAN: 1/L per bag)
   bool mean = false;
+  /// No sort ran (every feature of the call takes the path): the apply kernel also owns the rows
+  /// with 0 < SL < min_run (summed exactly from the counts) and every row of a feature whose
+  /// histogram is not representable (counted from `indices`). false: the generic run kernels own
+  /// both.
+  bool exact_rows = false;
+  const void* indices = nullptr;          ///< [N] Idx (exact_rows: the lookups of invalid features)
+  bool check_indices = false;             ///< exact_rows: a bad index counts as row 0 (WARNING/IGNORE)
   CountsView counts;                      ///< the forward's (or the backward's own) histogram
   const void* grad_output = nullptr;      ///< Grad [B, Σ D]
   std::int64_t out_stride = 0;            ///< Σ_f D_f

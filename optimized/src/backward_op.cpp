@@ -111,6 +111,7 @@ struct TransposePlan {
               ws_keys_out = 0, ws_vals_in = 0, ws_vals_out = 0, ws_pos_bag = 0, ws_pos_scale = 0,
               ws_run_keys = 0, ws_run_lengths = 0, ws_run_offsets = 0, ws_num_runs = 0,
               ws_temp = 0, temp_bytes = 0, ws_total = 0;
+  std::size_t ws_bounds_total = 0;  ///< the bounds part alone (counters, offsets, scan): enqueue_bounds
 
   /// p passed TransposeOp::can_implement.
   explicit TransposePlan(const ForwardProblem& p) {
@@ -177,6 +178,7 @@ struct TransposePlan {
     ws_offsets = L.add(static_cast<std::size_t>(num_offsets) * isz);
     scan_bytes = detail::offsets_scan_temp_bytes(index_dtype, num_offsets);
     ws_scan = L.add(scan_bytes);
+    ws_bounds_total = L.total;
     ws_keys_in = L.add(n * ksz);
     ws_keys_out = L.add(n * ksz);
     ws_vals_in = L.add(n * 4);
@@ -209,7 +211,9 @@ struct TransposePlan {
   }
   std::string sort_path() const { return key32 ? "bwd.sort.key32" : "bwd.sort.key64"; }
 
-  void enqueue(char* ws, cudaStream_t s) const {
+  /// The bounds part: counters reset, then the FATAL check or the offsets repair and bad-bag count
+  /// (bad indices are counted by whoever reads them next: linearize, or the small-table kernels).
+  void enqueue_bounds(char* ws, cudaStream_t s) const {
     DeviceCounters* c = counters(ws);
     cuda_check(cudaMemsetAsync(c, 0, sizeof(DeviceCounters), s), "reset counters");
     cuda_check(cudaMemsetAsync(&c->fatal_key, 0xff, sizeof(unsigned long long), s),
@@ -222,6 +226,12 @@ struct TransposePlan {
                                     ws + ws_scan, scan_bytes, c, s);
       detail::launch_count_bad_bags(index_dtype, offsets, ws + ws_offsets, num_bags, c, s);
     }
+  }
+
+  /// Bounds part, then linearize + sort + RLE.
+  void enqueue(char* ws, cudaStream_t s) const {
+    enqueue_bounds(ws, s);
+    DeviceCounters* c = counters(ws);
     detail::LinearizeArgs a;
     a.indices = indices;
     a.offsets = bag_offsets(ws);
@@ -313,6 +323,10 @@ struct BackwardPlan {
   const TransposePlan* used_transpose = nullptr;
   char* transpose_ws = nullptr;
   bool ran = false, hoisted = false, psw_ran = false;
+  /// No sort (BackwardTuning::Sort::Auto and every feature takes the small-table path): the
+  /// bounds part of the transpose, then the small-table kernels alone (docs/small-table.md
+  /// "Without the sort").
+  bool no_sort = false;
   // --- small-table histogram path (docs/small-table.md) ---
   std::vector<SmallTableFeature> small_decision;
   std::vector<std::int32_t> small_features;
@@ -362,6 +376,8 @@ struct BackwardPlan {
       small_features.push_back(d.feature);
     }
     small_batch = f.lookups.is_vbe() ? 0 : f.lookups.batch_size;
+    no_sort = knobs.sort == BackwardTuning::Sort::Auto && !small_features.empty() &&
+              static_cast<std::int64_t>(small_features.size()) == f.tables.num_features();
     // split-K, per feature P blocks of T_b whole k-tiles: at least kBackwardTargetBlocks blocks
     // over the features (the k-loop is latency-bound) and at least sqrt(tiles) per feature, so
     // that neither T_b nor P, and hence the minimum run 42 + T_b + P, grows with B alone (many
@@ -571,7 +587,8 @@ BackwardOp::BackwardOp(BackwardOp&&) noexcept = default;
 BackwardOp& BackwardOp::operator=(BackwardOp&&) noexcept = default;
 
 std::size_t BackwardOp::workspace_bytes(bool hoisted) const {
-  return plan_->ws_total + (hoisted ? 0 : plan_->transpose.ws_total);
+  const TransposePlan& t = plan_->transpose;
+  return plan_->ws_total + (hoisted ? 0 : plan_->no_sort ? t.ws_bounds_total : t.ws_total);
 }
 
 void BackwardOp::run(const BackwardOutputs& out, void* d_workspace, cudaStream_t stream,
@@ -625,17 +642,22 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
   P.ran = true;
 
   P.phase(0, stream);
-  if (!P.hoisted) tp->enqueue(tws, stream);
+  if (!P.hoisted) {
+    if (P.no_sort) tp->enqueue_bounds(tws, stream);
+    else tp->enqueue(tws, stream);
+  }
   P.phase(1, stream);
 
   detail::RunArgs a = P.run;
-  a.run_keys = tws + tp->ws_run_keys;
-  a.run_lengths = reinterpret_cast<const std::int32_t*>(tws + tp->ws_run_lengths);
-  a.run_offsets = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_run_offsets);
-  a.num_runs = reinterpret_cast<const std::int32_t*>(tws + tp->ws_num_runs);
-  a.sorted_values = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_vals_out);
-  a.pos_bag = reinterpret_cast<const std::int32_t*>(tws + tp->ws_pos_bag);
-  a.pos_scale = reinterpret_cast<const double*>(tws + tp->ws_pos_scale);
+  if (!P.no_sort) {  // the transpose's outputs (without the sort, only its bounds part exists)
+    a.run_keys = tws + tp->ws_run_keys;
+    a.run_lengths = reinterpret_cast<const std::int32_t*>(tws + tp->ws_run_lengths);
+    a.run_offsets = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_run_offsets);
+    a.num_runs = reinterpret_cast<const std::int32_t*>(tws + tp->ws_num_runs);
+    a.sorted_values = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_vals_out);
+    a.pos_bag = reinterpret_cast<const std::int32_t*>(tws + tp->ws_pos_bag);
+    a.pos_scale = reinterpret_cast<const double*>(tws + tp->ws_pos_scale);
+  }
   a.abort_key = tp->abort_key(tws);
   a.weights_out = out.weights;
   a.momentum_out = out.momentum;
@@ -651,7 +673,7 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
   a.chunk_keys = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys);
   a.chunk_ids = reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_ids);
   a.chunk_order = reinterpret_cast<const std::uint32_t*>(ws + P.ws_chunk_order);
-  if (!P.chunk_order_one_cta)  // the device-wide sort reads every slot: unused ones sort last
+  if (!P.no_sort && !P.chunk_order_one_cta)  // the device-wide sort reads every slot: unused ones sort last
     cuda_check(cudaMemsetAsync(a.chunk_keys, 0xff, static_cast<std::size_t>(P.max_chunks) * 4, stream),
                "reset chunk keys");
 
@@ -659,6 +681,9 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
              "reset backward counters");
   detail::CountsView small_counts;
   P.used_saved = small && P.saved_counts != nullptr;
+  // Without the sort (and not hoisted) nothing else reads the indices: the small-table kernels
+  // count the bad ones into the transpose's counters, which the sort's linearize does otherwise.
+  const bool count_bad_indices = P.no_sort && !P.hoisted && tp->repairs();
   if (small) {
     const auto ns = static_cast<std::int64_t>(P.small_features.size());
     if (P.used_saved) {
@@ -677,40 +702,50 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
       c.check_indices = tp->repairs();
       c.compute_output = false;
       c.save = small_counts;
-      c.counters = reinterpret_cast<DeviceCounters*>(ws + P.ws_small_scratch);  // counted by the transpose
+      c.counters = count_bad_indices ? tp->counters(tws)
+                                     : reinterpret_cast<DeviceCounters*>(ws + P.ws_small_scratch);  // counted by the transpose
       c.abort_key = tp->abort_key(tws);
       detail::launch_small_table_forward(P.types.grad, tp->index_dtype, c, stream);
     }
+    if (count_bad_indices && P.used_saved)  // the saved histogram read no index of this call
+      detail::launch_repair_indices(tp->index_dtype, tp->indices, tp->offsets, tp->bag_offsets(tws),
+                                    nullptr, tp->d_features, tp->d_feature_first_bag, tp->T,
+                                    tp->num_bags, false, tp->counters(tws), stream);
     a.small_invalid = small_counts.invalid;
     a.small_min_run = P.small_min_run;
   }
-  a.grid = P.route_grid;
-  detail::launch_route(a, stream);
-  if (P.chunk_order_one_cta)
-    detail::launch_chunk_order_one_cta(a.chunk_keys, &a.counters->num_chunks, P.chunk_key_bits,
-                                       reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order), stream);
-  else
-    detail::launch_chunk_sort(P.max_chunks, P.chunk_key_bits, a.chunk_keys,
-                              reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys_out),
-                              a.chunk_ids, reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order),
-                              ws + P.ws_chunk_temp, P.chunk_temp_bytes, stream);
-  P.phase(2, stream);
-  P.psw_ran = out.per_sample_weight_grad != nullptr;
-  if (P.psw_ran) {  // before any update: reads the weights as they were
-    detail::PswGradArgs g = P.psw;
-    g.offsets = tp->bag_offsets(tws);
-    g.pos_bag = a.pos_bag;
-    g.out = out.per_sample_weight_grad;
-    g.abort_key = a.abort_key;
-    detail::launch_psw_grad(P.types.weights, P.accumulation, P.types.grad, tp->index_dtype, g,
-                            stream);
+  P.psw_ran = false;
+  if (!P.no_sort) {  // the generic kernels: routing, chunk order, psw gradient, short and long runs
+    a.grid = P.route_grid;
+    detail::launch_route(a, stream);
+    if (P.chunk_order_one_cta)
+      detail::launch_chunk_order_one_cta(a.chunk_keys, &a.counters->num_chunks, P.chunk_key_bits,
+                                         reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order), stream);
+    else
+      detail::launch_chunk_sort(P.max_chunks, P.chunk_key_bits, a.chunk_keys,
+                                reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys_out),
+                                a.chunk_ids, reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order),
+                                ws + P.ws_chunk_temp, P.chunk_temp_bytes, stream);
+    P.phase(2, stream);
+    P.psw_ran = out.per_sample_weight_grad != nullptr;
+    if (P.psw_ran) {  // before any update: reads the weights as they were
+      detail::PswGradArgs g = P.psw;
+      g.offsets = tp->bag_offsets(tws);
+      g.pos_bag = a.pos_bag;
+      g.out = out.per_sample_weight_grad;
+      g.abort_key = a.abort_key;
+      detail::launch_psw_grad(P.types.weights, P.accumulation, P.types.grad, tp->index_dtype, g,
+                              stream);
+    }
+    P.phase(3, stream);
+    detail::launch_short_runs(P.types, a, stream);
+    P.phase(4, stream);
+    detail::launch_long_chunks(P.types, a, stream);
+    P.phase(5, stream);
+    if (!a.fused) detail::launch_long_apply(P.types, a, stream);
+  } else {
+    for (int i = 2; i <= 5; ++i) P.phase(i, stream);  // phase timings stay defined (zero)
   }
-  P.phase(3, stream);
-  detail::launch_short_runs(P.types, a, stream);
-  P.phase(4, stream);
-  detail::launch_long_chunks(P.types, a, stream);
-  P.phase(5, stream);
-  if (!a.fused) detail::launch_long_apply(P.types, a, stream);
   if (small) {
     detail::SmallTableBackwardArgs h;
     h.features = P.d_small;
@@ -727,6 +762,9 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
     h.blocks_per_feature = P.small_blocks;
     h.block_tiles = P.small_block_tiles;
     h.min_run = P.small_min_run;
+    h.exact_rows = P.no_sort;
+    h.indices = tp->indices;
+    h.check_indices = tp->repairs();
     h.run = a;
     detail::launch_small_table_backward(P.types.grad, tp->index_dtype, h, stream);
   }
@@ -772,15 +810,22 @@ BackwardStats BackwardOp::finish() {
   k.chunks = static_cast<std::int64_t>(c.chunks);
   P.small_stats = SmallTableBackwardStats{static_cast<std::int64_t>(c.small_table_rows),
                                           static_cast<std::int64_t>(c.small_table_lookups),
-                                          P.used_saved};
+                                          P.used_saved,
+                                          static_cast<std::int64_t>(c.small_table_exact_rows),
+                                          static_cast<std::int64_t>(c.small_table_exact_lookups),
+                                          P.no_sort};
   k.histogram_runs = P.small_stats.rows;
   k.histogram_lookups = P.small_stats.lookups;
+  k.histogram_exact_runs = P.small_stats.exact_rows;
+  k.histogram_exact_lookups = P.small_stats.exact_lookups;
   k.histogram_min_run = P.small_stats.rows > 0 ? P.small_min_run : 0;
   k.histogram_blocks = P.small_stats.rows > 0 ? P.small_blocks : 0;
   k.histogram_block_tiles = P.small_stats.rows > 0 ? P.small_block_tiles : 0;
-  st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs) + k.histogram_runs;
-  st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups;
-  st.paths.push_back(tp.sort_path());
+  st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs) + k.histogram_runs +
+            k.histogram_exact_runs;
+  st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups +
+               k.histogram_exact_lookups;
+  st.paths.push_back(P.no_sort ? "bwd.small_table.no_sort" : tp.sort_path());
   if (P.hoisted) st.paths.push_back("bwd.hoisted");
   if (k.short_runs > 0) {
     st.paths.push_back("bwd.short");
@@ -792,6 +837,7 @@ BackwardStats BackwardOp::finish() {
   }
   if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
   if (P.small_stats.rows > 0) st.paths.push_back("bwd.small_table");
+  if (P.small_stats.exact_rows > 0) st.paths.push_back("bwd.small_table.exact");
   if (P.used_saved) st.paths.push_back("bwd.small_table.saved_counts");
   if (P.want_sr) st.paths.push_back("bwd.sr");
   if (!P.strategy.deterministic) st.paths.push_back("bwd.nondeterministic");

@@ -48,6 +48,9 @@ struct BackwardRunOptions {
   cuda::BackwardTuning::ShortRuns short_runs = cuda::BackwardTuning::ShortRuns::Auto;
   /// The chunk-order sort (cuda::BackwardTuning::ChunkOrder).
   cuda::BackwardTuning::ChunkOrder chunk_order = cuda::BackwardTuning::ChunkOrder::Auto;
+  /// Whether the lookups are sorted (cuda::BackwardTuning::Sort; Auto skips the sort when every
+  /// feature takes the small-table path).
+  cuda::BackwardTuning::Sort sort = cuda::BackwardTuning::Sort::Auto;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

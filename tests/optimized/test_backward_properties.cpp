@@ -39,10 +39,12 @@ void verify_counters(const BackwardOutcome& gpu, const BackwardOutcome& ref,
   RC_ASSERT(gpu.stats.lookups == ref.stats.lookups);
   RC_ASSERT(gpu.stats.warnings == ref.stats.warnings);
   // every run is updated by exactly one path: short, long (chunked or fused) or the small-table
-  // histogram path (eligible FP16 tables; docs/small-table.md)
-  RC_ASSERT(k.short_runs + k.chunked_runs + k.fused_runs + k.histogram_runs == gpu.stats.runs);
-  RC_ASSERT(k.short_lookups + k.chunked_lookups + k.fused_lookups + k.histogram_lookups ==
-            gpu.stats.lookups);
+  // histogram path (eligible FP16 tables; docs/small-table.md), by its product or, without the
+  // sort, its exact sums
+  RC_ASSERT(k.short_runs + k.chunked_runs + k.fused_runs + k.histogram_runs +
+                k.histogram_exact_runs == gpu.stats.runs);
+  RC_ASSERT(k.short_lookups + k.chunked_lookups + k.fused_lookups + k.histogram_lookups +
+                k.histogram_exact_lookups == gpu.stats.lookups);
   const bool fused = s.long_runs == BackwardStrategy::LongRuns::Fused;
   RC_ASSERT((fused ? k.chunked_runs : k.fused_runs) == 0);
   const std::int64_t long_runs = k.chunked_runs + k.fused_runs;

@@ -1,8 +1,9 @@
 // The small-table histogram backward (docs/small-table.md "Backward") on the GPU: exact rowwise
 // Adagrad and exact SGD from counts^T · grad_output (FP16 hi/lo split, tensor cores), RNE and SR
 // write-back, saved counts on and off, the fallback of a non-representable histogram (a count of
-// 2049) and of short rows to the generic path, a stale histogram rejected; every result judged
-// by the backward oracle (and the SR z-test), the path counters proving which path ran.
+// 2049) and of short rows to the generic path, or (every feature on the path: no sort) to the
+// path's exact sums, a stale histogram rejected; every result judged by the backward oracle (and
+// the SR z-test), the path counters proving which path ran.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 using namespace tbe;
 using namespace tbe::test;
 using Mode = cuda::SmallTableTuning::Mode;
+using Sort = cuda::BackwardTuning::Sort;
 
 namespace {
 
@@ -151,7 +153,7 @@ TEST_CASE("small-table backward: a 16-bag tile of empty bags counts zero (own an
 TEST_CASE("small-table backward: short rows stay generic, long rows take the histogram",
           "[gpu][small_table][backward]") {
   // E = 64 rows, bags of 64: B = 20 gives SL around 20 < min_run (42 + 1 tile + 2 blocks = 45):
-  // all generic
+  // all generic (sorted; this test forces the sort: the next one skips it)
   for (const std::int64_t B : {20, 600}) {
     BackwardCase c = small_backward({64}, {128}, B, 64, 64, PoolingMode::Sum, DType::F32,
                                     OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, 9 + B);
@@ -160,9 +162,12 @@ TEST_CASE("small-table backward: short rows stay generic, long rows take the his
       for (std::int64_t b = 0; b < B; ++b) c.forward.indices[c.forward.offsets[b]] = 5;
     BackwardRunOptions o;
     o.small_table.mode = Mode::Force;
+    o.sort = Sort::Always;
     const BackwardOutcome gpu = run_backward_gpu(c, o);
     require_judged(c, gpu);
     REQUIRE(has_path(gpu.stats, "bwd.small_table") == (B == 600));
+    REQUIRE(has_path(gpu.stats, "bwd.sort.key32"));
+    REQUIRE(gpu.stats.counters.histogram_exact_runs == 0);
     const BackwardOutcome ref = run_backward_reference(c, false);
     REQUIRE(gpu.stats.runs == ref.stats.runs);
     // the counters: histogram rows (SL >= the path's minimum run) plus the generic paths' rows
@@ -221,15 +226,137 @@ TEST_CASE("small-table backward: split-K blocks of several k-tiles, one, three o
 
 TEST_CASE("small-table backward: a count above 2048 falls back to the generic path",
           "[gpu][small_table][backward]") {
+  // sorted: the generic long-run kernels take the table; without the sort: the path's exact sums
+  // count the row from the lookups themselves
   for (const std::int64_t L : {2048, 2049}) {
     BackwardCase c = small_backward({1}, {64}, 80, L, L, PoolingMode::Mean, DType::F32,
                                     OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, L);
-    for (const bool saved : {false, true}) {
-      CAPTURE(L, saved);
-      const BackwardOutcome gpu = run_judged(c, saved);
-      REQUIRE(has_path(gpu.stats, "bwd.small_table") == (L == 2048));
-      REQUIRE(has_path(gpu.stats, "bwd.long.fused") == (L == 2049));  // SL = 80·2049
+    for (const Sort sort : {Sort::Always, Sort::Auto})
+      for (const bool saved : {false, true}) {
+        CAPTURE(L, saved, sort == Sort::Auto);
+        BackwardRunOptions o;
+        o.saved_counts = saved;
+        o.sort = sort;
+        const BackwardOutcome gpu = run_backward_gpu(c, o);
+        require_judged(c, gpu);
+        const BackwardPathCounters& k = gpu.stats.counters;
+        REQUIRE(has_path(gpu.stats, "bwd.small_table") == (L == 2048));
+        REQUIRE(has_path(gpu.stats, "bwd.small_table.no_sort") == (sort == Sort::Auto));
+        REQUIRE(has_path(gpu.stats, "bwd.long.fused") == (L == 2049 && sort == Sort::Always));  // SL = 80·2049
+        REQUIRE(has_path(gpu.stats, "bwd.small_table.exact") == (L == 2049 && sort == Sort::Auto));
+        if (L == 2049 && sort == Sort::Auto) {
+          REQUIRE(k.histogram_exact_runs == 1);
+          REQUIRE(k.histogram_exact_lookups == 80 * 2049);
+        }
+      }
+  }
+}
+
+TEST_CASE("small-table backward without the sort: rare rows summed exactly from the counts",
+          "[gpu][small_table][backward][no_sort]") {
+  // One feature, E = 64, B = 600 bags of 64 (min run 42 + 1 + 38 = 81): rows 0..58 uniform
+  // (SL about 630), row 59 looked up 200 times (the product), rows 60, 61, 62 once, 5 and 40
+  // times (exact sums), row 63 never (untouched).
+  std::uint64_t seed = 900;
+  for (const PoolingMode pm : {PoolingMode::Sum, PoolingMode::Mean})
+    for (const RoundingMode wb : {RoundingMode::Nearest, RoundingMode::Stochastic})
+      for (const bool saved : {false, true}) {
+        BackwardCase c = small_backward({64}, {96}, 600, 64, 64, pm, DType::BF16,
+                                        OptimizerKind::ExactRowwiseAdagrad, wb, seed++);
+        Rng rng(seed, 7);
+        for (auto& i : c.forward.indices) i = rng.uniform_int(59);
+        const std::int64_t n = static_cast<std::int64_t>(c.forward.indices.size());
+        std::int64_t at = 3;
+        for (const auto& [row, times] : std::vector<std::pair<std::int64_t, int>>{{59, 200}, {60, 1}, {61, 5}, {62, 40}})
+          for (int r = 0; r < times; ++r, at = (at + 97) % n) c.forward.indices[at] = row;
+        CAPTURE(to_string(pm), static_cast<int>(wb), saved);
+        BackwardRunOptions o;
+        o.saved_counts = saved;
+        const BackwardOutcome gpu = run_backward_gpu(c, o);
+        require_judged(c, gpu);
+        const BackwardPathCounters& k = gpu.stats.counters;
+        CAPTURE(k.histogram_runs, k.histogram_exact_runs, k.histogram_min_run);
+        REQUIRE(has_path(gpu.stats, "bwd.small_table.no_sort"));
+        REQUIRE(has_path(gpu.stats, "bwd.small_table.exact"));
+        REQUIRE_FALSE(has_path(gpu.stats, "bwd.sort.key32"));
+        REQUIRE(k.short_runs + k.chunked_runs + k.fused_runs == 0);
+        REQUIRE(k.histogram_runs == 60);
+        REQUIRE(k.histogram_exact_runs == 3);
+        REQUIRE(k.histogram_exact_lookups == 1 + 5 + 40);
+        const BackwardOutcome ref = run_backward_reference(c, false);
+        REQUIRE(gpu.stats.runs == ref.stats.runs);
+        REQUIRE(gpu.stats.lookups == ref.stats.lookups);
+        const BackwardOutcome again = run_backward_gpu(c, o);
+        REQUIRE(again.weights == gpu.weights);  // bitwise stable
+        REQUIRE(again.momentum == gpu.momentum);
+        // the same call sorted: the generic run kernels take rows 60..62, judged the same way
+        o.sort = Sort::Always;
+        const BackwardOutcome sorted = run_backward_gpu(c, o);
+        require_judged(c, sorted);
+        REQUIRE(sorted.stats.counters.histogram_exact_runs == 0);
+        REQUIRE(sorted.stats.counters.short_runs == 3);
+      }
+}
+
+TEST_CASE("small-table backward without the sort: a histogram that is not representable",
+          "[gpu][small_table][backward][no_sort]") {
+  // E = 8, B = 40 bags of 100..140 lookups, then bag 3 gains 2049 lookups of row 2 (a count above
+  // 2048: the feature's histogram is invalid), row 7 is never looked up and two indices are bad
+  // (WARNING: row 0, counted). Every row of the table is summed exactly from the lookups.
+  for (const bool saved : {false, true})
+    for (const bool hoisted : {false, true}) {
+      BackwardCase c = small_backward({8}, {64}, 40, 100, 140, PoolingMode::Mean, DType::F32,
+                                      OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, 55);
+      std::vector<std::int64_t> idx, off{0};
+      for (std::int64_t b = 0; b < 40; ++b) {
+        for (std::int64_t p = c.forward.offsets[b]; p < c.forward.offsets[b + 1]; ++p)
+          idx.push_back(c.forward.indices[p] == 7 ? 6 : c.forward.indices[p]);
+        if (b == 3) idx.insert(idx.end(), 2049, 2);
+        off.push_back(static_cast<std::int64_t>(idx.size()));
+      }
+      idx[10] = -1;
+      idx[idx.size() - 5] = 8;
+      c.forward.indices = idx;
+      c.forward.offsets = off;
+      CAPTURE(saved, hoisted);
+      BackwardRunOptions o;
+      o.saved_counts = saved;
+      o.hoisted = hoisted;
+      const BackwardOutcome gpu = run_backward_gpu(c, o);
+      require_judged(c, gpu);
+      const BackwardPathCounters& k = gpu.stats.counters;
+      REQUIRE(has_path(gpu.stats, "bwd.small_table.no_sort"));
+      REQUIRE_FALSE(has_path(gpu.stats, "bwd.small_table"));
+      REQUIRE(k.histogram_runs == 0);
+      REQUIRE(k.histogram_exact_runs == 7);  // rows 0..6
+      const BackwardOutcome ref = run_backward_reference(c, false);
+      REQUIRE(gpu.stats.runs == ref.stats.runs);
+      REQUIRE(gpu.stats.lookups == ref.stats.lookups);
+      REQUIRE(k.histogram_exact_lookups == ref.stats.lookups);
+      REQUIRE(gpu.stats.warnings == ref.stats.warnings);
+      REQUIRE(gpu.stats.warnings == 2);
     }
+}
+
+TEST_CASE("small-table backward without the sort: FATAL stops before any update",
+          "[gpu][small_table][backward][no_sort][bounds]") {
+  BackwardCase c = small_backward({16}, {64}, 100, 64, 80, PoolingMode::Sum, DType::F32,
+                                  OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, 61);
+  c.forward.options.bounds_check = BoundsCheckMode::Fatal;
+  c.forward.indices[1234] = 16;
+  for (const bool hoisted : {false, true}) {
+    CAPTURE(hoisted);
+    BackwardRunOptions o;
+    o.hoisted = hoisted;
+    const BackwardOutcome g = run_backward_gpu(c, o);
+    const BackwardOutcome r = run_backward_reference(c, false);
+    REQUIRE(g.kind == BackwardOutcome::Kind::BoundsCheck);
+    REQUIRE(r.kind == BackwardOutcome::Kind::BoundsCheck);
+    CHECK(g.violation == r.violation);
+    CHECK(g.what == r.what);
+    CHECK(g.weights == c.forward.weights);
+    CHECK(g.momentum == c.momentum);
+    CHECK(g.sentinels_intact);
   }
 }
 
@@ -254,12 +381,22 @@ TEST_CASE("small-table backward: malformed input repaired like the generic path"
   c.forward.indices[900] = 40;
   c.forward.offsets[11] = c.forward.offsets[12] + 5;
   c.forward.offsets.back() += 3;
-  for (const bool saved : {false, true}) {
-    const BackwardOutcome gpu = run_judged(c, saved);
-    REQUIRE(has_path(gpu.stats, "bwd.small_table"));
-    const BackwardOutcome ref = run_backward_reference(c, false);
-    REQUIRE(gpu.stats.warnings == ref.stats.warnings);
-  }
+  // without the sort the path counts the bad indices itself (its own histogram, or a count-only
+  // pass when the forward's saved histogram is used)
+  for (const Sort sort : {Sort::Auto, Sort::Always})
+    for (const bool saved : {false, true}) {
+      CAPTURE(saved, sort == Sort::Auto);
+      BackwardRunOptions o;
+      o.saved_counts = saved;
+      o.sort = sort;
+      const BackwardOutcome gpu = run_backward_gpu(c, o);
+      require_judged(c, gpu);
+      REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+      REQUIRE(has_path(gpu.stats, "bwd.small_table.no_sort") == (sort == Sort::Auto));
+      const BackwardOutcome ref = run_backward_reference(c, false);
+      REQUIRE(gpu.stats.warnings == ref.stats.warnings);
+      REQUIRE(gpu.stats.runs == ref.stats.runs);
+    }
 }
 
 TEST_CASE("small-table backward: grad tiles with a wide range or an Inf take the exact tile sum",

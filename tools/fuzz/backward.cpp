@@ -469,16 +469,20 @@ BackwardJudgement judge_backward_call(Backend& dev, BackwardCase& c, const Backw
     const std::int64_t got_long = fused ? k.fused_runs : k.chunked_runs;
     const std::int64_t got_long_lookups = fused ? k.fused_lookups : k.chunked_lookups;
     const std::int64_t other = fused ? k.chunked_runs : k.fused_runs;
-    const bool covered = k.short_runs + got_long + k.histogram_runs == runs &&
-                         k.short_lookups + got_long_lookups + k.histogram_lookups == lookups &&
-                         other == 0;
+    // without the sort, the path's exact sums take the rows that would have been generic
+    const std::int64_t exact = k.histogram_exact_runs, exact_lookups = k.histogram_exact_lookups;
+    const bool covered =
+        k.short_runs + got_long + k.histogram_runs + exact == runs &&
+        k.short_lookups + got_long_lookups + k.histogram_lookups + exact_lookups == lookups &&
+        other == 0;
     const bool ok =
-        k.histogram_runs == 0
+        k.histogram_runs == 0 && exact == 0
             ? covered && k.short_runs == runs - long_runs &&
                   k.short_lookups == lookups - long_lookups && got_long == long_runs &&
                   got_long_lookups == long_lookups && k.chunks == chunks
             : covered && k.histogram_lookups >= k.histogram_runs * k.histogram_min_run &&
-                  k.short_runs >= sure_short && k.short_lookups >= sure_short_lookups &&
+                  k.short_runs + exact >= sure_short &&
+                  k.short_lookups + exact_lookups >= sure_short_lookups &&
                   k.short_runs <= runs - long_runs && got_long <= long_runs &&
                   got_long_lookups <= long_lookups && k.chunks <= chunks;
     if (!ok) {
@@ -487,11 +491,12 @@ BackwardJudgement judge_backward_call(Backend& dev, BackwardCase& c, const Backw
          << k.chunked_runs << "/" << k.chunked_lookups << ", fused " << k.fused_runs << "/"
          << k.fused_lookups << ", chunks " << k.chunks << ", small-table histogram "
          << k.histogram_runs << "/" << k.histogram_lookups << " (SL >= " << k.histogram_min_run
-         << "); expected from the reference transpose (threshold " << s.long_run_threshold
+         << "), exact " << exact << "/" << exact_lookups
+         << " (no sort); expected from the reference transpose (threshold " << s.long_run_threshold
          << ", chunk " << s.chunk_size << "): short " << runs - long_runs << "/"
          << lookups - long_lookups << ", " << (fused ? "fused " : "chunked ") << long_runs << "/"
          << long_lookups << ", chunks " << chunks
-         << (k.histogram_runs > 0 ? " (those of the histogram's rows excepted)" : "");
+         << (k.histogram_runs + exact > 0 ? " (those of the histogram's rows excepted)" : "");
       fail(v, "counters", os.str());
     }
   }

@@ -119,6 +119,12 @@ struct BackwardPathCounters {
   /// reference reports 0.
   std::int64_t histogram_runs = 0, histogram_lookups = 0, histogram_min_run = 0;
   std::int64_t histogram_blocks = 0, histogram_block_tiles = 0;
+  /// Rows the small-table path summed exactly when the lookups were not sorted (CUDA
+  /// BackwardTuning::Sort; docs/small-table.md "Without the sort"): every row of its tables
+  /// with SL below `histogram_min_run`, and every row of a table whose histogram is not
+  /// representable (any SL). With a sort those rows are the generic counters'. The reference
+  /// reports 0.
+  std::int64_t histogram_exact_runs = 0, histogram_exact_lookups = 0;
 };
 
 /// What a backward call reports.

@@ -126,6 +126,17 @@ struct BackwardTuning {
     DeviceWide,
   };
   ChunkOrder chunk_order = ChunkOrder::Auto;
+  /// Whether the lookups are sorted (docs/small-table.md "Without the sort").
+  enum class Sort : std::uint8_t {
+    /// Skipped when every feature of the call takes the small-table histogram path: only the
+    /// bounds part of the transpose runs, then the small-table kernels own every row (the
+    /// tensor-core product for SL >= its minimum run, exact sums below it and for a table whose
+    /// histogram is not representable). Paths "bwd.small_table.no_sort", "bwd.small_table.exact".
+    Auto,
+    /// Always sorted: the generic run kernels take the rows the histogram does not own.
+    Always,
+  };
+  Sort sort = Sort::Auto;
 };
 
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
@@ -143,7 +154,9 @@ struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backw
 /// weight gradients FP32 [N] (weighted problems; positions outside every bag get 0).
 /// Launch order inside run(): bounds check, preprocessing (skipped when hoisted), routing, the
 /// per-sample-weight gradient (reads the weights before any update), short runs, long-run chunks,
-/// long-run apply. All device buffers must stay alive and unchanged until finish() returns.
+/// long-run apply, the small-table histogram kernels; without the sort (BackwardTuning::Sort),
+/// the bounds check and the small-table kernels alone. All device buffers must stay alive and
+/// unchanged until finish() returns.
 class BackwardOp {
  public:
   /// Every check the constructor makes, as a Status (never throws, touches no device, reads no

@@ -50,6 +50,12 @@ struct SmallTableBackwardStats {
   std::int64_t rows = 0;      ///< rows updated from the histogram (SL >= the path's minimum)
   std::int64_t lookups = 0;   ///< their lookups
   bool saved_counts = false;  ///< the forward's saved counts were used (else its own histogram)
+  /// Without the sort (no_sort): rows summed exactly instead of by the tensor-core product
+  /// (0 < SL < the path's minimum run, or every row of a table whose histogram is not
+  /// representable) and their lookups (docs/small-table.md "Without the sort").
+  std::int64_t exact_rows = 0;
+  std::int64_t exact_lookups = 0;
+  bool no_sort = false;       ///< the lookups were not sorted (BackwardTuning::Sort)
 };
 
 /// Histogram counts of one forward, saved for the backward of the same batch ("forward-state
