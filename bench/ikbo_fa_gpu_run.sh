@@ -79,18 +79,6 @@ xz -dc "$dir/bin.tar.xz" | tar xf - -C $bin || exit 1
 . "$root/bench/gpu_env.sh"
 T=$bin/tests/test_optimized; B=$bin/bench/tbe-bench; V=$bin/tools/tbe-verify
 want() { [[ $STAGES == *",$1,"* ]]; }
-# step NAME TIMEOUT CMD...: runs CMD with its output in $OUT/NAME.log; prints rc, seconds and the
-# log's summary lines.
-step() {
-  local name=$1 limit=$2; shift 2
-  local s=$(date +%s)
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "## $name rc=$rc ($(( $(date +%s) - s )) s)"
-  grep -E "passed|failed|FAILED|Falsifiable|ERROR SUMMARY|RACECHECK SUMMARY|^paths|^time:" \
-    "$OUT/$name.log" | tail -12
-  return $rc
-}
 tail_tests="ikbo attention: more jobs than the persistent wgmma grid*,ikbo attention C19: exact tail tiles and S = 1,ikbo attention C22: empty key ranges give exact zeros"
 if want tests; then
   RC_PARAMS="max_success=${RC_N:-100}" step tests 240 $T "[attention]" -r compact

@@ -8,7 +8,8 @@
 // "path" = SmallTableTuning Mode::Auto (eligible features take the histogram path; the forward
 // saves its counts and the backward reuses them; a backward whose features all take it skips the
 // sort), "sorted" = the same with BackwardTuning::Sort::Always (the backward sorts the lookups and
-// the generic run kernels take the rows the histogram does not own), "generic" = Mode::Off (every
+// the generic run kernels take the rows the histogram does not own), "warp" = the path with the
+// warp-column split-K kernel (BackwardTuning::SplitK::Warp), "generic" = Mode::Off (every
 // feature gathers).
 // Timing as tbe-bench forward: CUDA events, 3 warm-up calls, a 256 MiB L2-flush write before every
 // iteration (outside the timed region), median / min / max over --iters. Forward + backward is
@@ -98,9 +99,9 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
   DeviceBuffer flush(flush_bytes);
 
   nlohmann::json results = nlohmann::json::array();
-  std::printf("%-12s %8s %10s | %10s %10s %6s | %10s %10s %10s %6s %6s  small features\n", "case",
-              "B", "lookups", "fwd path", "generic", "x", "f+b path", "sorted", "generic", "x",
-              "x srt");
+  std::printf("%-12s %8s %10s | %10s %10s %6s | %10s %10s %10s %10s %6s %6s %6s  small features\n",
+              "case", "B", "lookups", "fwd path", "generic", "x", "f+b path", "warp", "sorted",
+              "generic", "x", "x warp", "x srt");
   const std::optional<std::vector<Case>> chosen =
       tbe::bench::only_variants<Case>(cases(args.batch), args.only, "small-table");
   if (!chosen) return 2;  // --only named an unknown case
@@ -144,14 +145,16 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
     bout.weights = d_wout.get();
     bout.momentum = d_mout.as<float>();
 
-    Timing fwd[3], both[3];
+    Timing fwd[4], both[4];
     std::string small_list;
-    for (const int path : {1, 2, 0}) {  // 1: the histogram path, 2: the same sorted, 0: generic
+    // 1: the histogram path, 3: the same with the warp-column split-K, 2: sorted, 0: generic
+    for (const int path : {1, 3, 2, 0}) {
       cuda::ForwardTuning tuning;
       tuning.small_table.mode = path ? cuda::SmallTableTuning::Mode::Auto : cuda::SmallTableTuning::Mode::Off;
       cuda::ForwardOp fop(p, {}, tuning);
       cuda::BackwardTuning bt{tuning.small_table};
       if (path == 2) bt.sort = cuda::BackwardTuning::Sort::Always;
+      if (path == 3) bt.split_k = cuda::BackwardTuning::SplitK::Warp;
       cuda::BackwardOp bop(bp, {}, bt);
       DeviceBuffer counts_buf(fop.small_table_counts_bytes());
       cuda::SmallTableCounts counts;
@@ -174,21 +177,26 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
       }, args.iters, stream, flush.get(), flush_bytes);
       const ForwardStats fs = fop.finish();
       const BackwardStats bs = bop.finish();
-      const char* name = path == 1 ? "small_table" : path == 2 ? "small_table.sorted" : "generic";
+      const char* name = path == 1   ? "small_table"
+                         : path == 3 ? "small_table.warp"
+                         : path == 2 ? "small_table.sorted"
+                                     : "generic";
       results.push_back({{"case", k.name}, {"path", name},
                          {"B", c.batch_size}, {"lookups", N},
                          {"forward", {{"median_ms", fwd[path].median_ms}, {"min_ms", fwd[path].min_ms}, {"max_ms", fwd[path].max_ms}}},
                          {"forward_backward", {{"median_ms", both[path].median_ms}, {"min_ms", both[path].min_ms}, {"max_ms", both[path].max_ms}}},
                          {"iters", args.iters}, {"forward_paths", fs.paths}, {"backward_paths", bs.paths}});
     }
-    std::printf("%-12s %8lld %10lld | %10.3f %10.3f %6.2f | %10.3f %10.3f %10.3f %6.2f %6.2f  %s\n",
+    std::printf("%-12s %8lld %10lld | %10.3f %10.3f %6.2f | %10.3f %10.3f %10.3f %10.3f %6.2f %6.2f %6.2f  %s\n",
                 k.name.c_str(), (long long)c.batch_size, (long long)N, fwd[1].median_ms,
                 fwd[0].median_ms, fwd[0].median_ms / fwd[1].median_ms, both[1].median_ms,
-                both[2].median_ms, both[0].median_ms, both[0].median_ms / both[1].median_ms,
+                both[3].median_ms, both[2].median_ms, both[0].median_ms,
+                both[0].median_ms / both[1].median_ms, both[0].median_ms / both[3].median_ms,
                 both[0].median_ms / both[2].median_ms, small_list.empty() ? "(none)" : small_list.c_str());
   }
   std::printf("\nms = medians over %d iterations; x = generic / path (target >= 2x for forward + "
-              "backward); x srt = generic / sorted (the path with BackwardTuning::Sort::Always)\n",
+              "backward); x warp = generic / warp (SplitK::Warp); x srt = generic / sorted (the path "
+              "with BackwardTuning::Sort::Always)\n",
               args.iters);
   if (!args.json_path.empty())
     std::ofstream(args.json_path) << nlohmann::json{{"device", prop.name}, {"results", results}}.dump(2) << "\n";

@@ -23,7 +23,8 @@ namespace {
 
 constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
 constexpr int kApplyWarps = 8;                         // warps per row of the apply kernel
-constexpr int kScanUnroll = 2;  // index loads in flight per lane when a row counts its own lookups
+constexpr int kScanUnroll = 2;  // (4 spills 24 bytes in the int64-index instances)
+constexpr int kWarpNTiles = tuning::kWarpThreads / 8;  // warp-column split-K: n-tiles per warp  // index loads in flight per lane when a row counts its own lookups
 constexpr int kCountWords = kStMaxRows * 16 / 2 / kStBlock;  // count pairs per thread and k-tile
 constexpr int kCountStride = 16 + 8;  // halves per row of the staged counts tile ([e][16 bags + 8])
 static_assert(kStBlock == kStMaxDim, "one thread per column of a k-tile: thread d stages column d");
@@ -270,6 +271,239 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
   }
 }
 
+// The warp-column variant of the split-K product (SmallTableBackwardArgs::warp_columns; same
+// blocks, tiles, partials and bound as small_table_grad_split_k): warp w of the block owns columns
+// [32w, 32w + 32) of the feature for all of the block's k-tiles and synchronises with no other
+// warp. Per 16-bag tile, lane l holds g' of column 32w + l (its 16 bags) in registers and scales
+// its own column: the power of two s, the hi / lo split and the tensor-core condition (finite,
+// max|g'| >= 2^-60, every non-zero |g'| >= 2^-15·max|g'|) are per (tile, column) instead of per
+// tile, which the bound of docs/oracle.md allows (an output element only sums its own column); a
+// column that fails it is summed exactly in FP64 from the counts. The A fragments (counts) are
+// loaded straight from global memory (the 4 warps read the same ones: L1), hi / lo go through a
+// warp-private shared tile (the B fragments want 2 bags of one column per register). The next
+// tile's grad_output and (MEAN) bag lengths are in flight while this one multiplies, its counts
+// while this one's exact columns and lookups are summed (fewer live registers than a copy).
+template <class Grad, class Idx>
+__global__ void __launch_bounds__(kStBlock) small_table_grad_split_k_warp(const SmallTableBackwardArgs a) {
+  if (fatal_aborted(a.run.abort_key)) return;
+  const int j = blockIdx.y;
+  if (a.counts.invalid[j] != 0u) return;  // not representable: the generic path owns the table
+  const SmallFeatureMeta ft = a.features[j];
+  const int E = ft.rows, D = ft.dim;
+  const int MT = (E + 15) / 16;
+  const int warp = threadIdx.x / tuning::kWarpThreads, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int col0 = tuning::kWarpThreads * warp;  // this warp's columns [col0, col0 + 32)
+  const int NTw = min(kWarpNTiles, max(0, (D - col0 + 7) / 8));
+  if (NTw == 0) return;  // warp-uniform; warp 0 always has columns (D >= 64)
+  __shared__ __align__(16) __half hi_s[kStWarps][tuning::kWarpThreads * kGradStride];  // [col][bag]
+  __shared__ __align__(16) __half lo_s[kStWarps][tuning::kWarpThreads * kGradStride];
+  __shared__ float g_s[kStWarps][16][tuning::kWarpThreads + 1];  // exact columns: g' [bag][col]
+  __half* hi_w = hi_s[warp];
+  __half* lo_w = lo_s[warp];
+
+  const std::int64_t B = a.batch_size, Bp = a.counts.padded_bags;
+  const std::uint16_t* counts = a.counts.counts + static_cast<std::int64_t>(j) * kStMaxRows * Bp;
+  const Grad* grad = static_cast<const Grad*>(a.grad_output) + ft.out_col;
+  const Idx* offsets = static_cast<const Idx*>(a.offsets);
+  const bool clip = a.run.max_gradient > 0.0f;
+  const std::int64_t k_begin = static_cast<std::int64_t>(blockIdx.x) * a.block_tiles * 16;
+  const std::int64_t k_end = min(Bp, k_begin + static_cast<std::int64_t>(a.block_tiles) * 16);
+  const int d = col0 + lane;  // this lane's column
+
+  float acc[kStMaxKTiles][kWarpNTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+    for (int q = 0; q < kWarpNTiles; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][q][i] = 0.0f;
+  unsigned sl[kStMaxKTiles][2] = {};  // lookups of rows 16mt + g (+ 8) in this lane's bag pairs
+
+  // tile k0's loads: column d of 16 bags and (MEAN) the length of bag k0 + lane for lanes < 16;
+  // the A fragments (rows 16mt + g, + 8; bags 2t, 2t + 1, + 8: one 4-byte load each)
+  float raw[16];
+  unsigned af[kStMaxKTiles][4];
+  float len = 0.0f;
+  auto load_grad = [&](std::int64_t k0) {
+#pragma unroll
+    for (int b = 0; b < 16; ++b)
+      raw[b] = (d < D && k0 + b < B) ? to_float(grad[(k0 + b) * a.out_stride + d]) : 0.0f;
+    if (a.mean) {
+      const std::int64_t bag = k0 + lane;
+      len = 0.0f;
+      if (lane < 16 && bag < B) {
+        const std::int64_t k = ft.first_bag + bag;
+        len = static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
+      }
+    }
+  };
+  auto load_counts = [&](std::int64_t k0) {
+#pragma unroll
+    for (int mt = 0; mt < kStMaxKTiles; ++mt) {
+      const std::uint16_t* r0 = counts + static_cast<std::int64_t>(16 * mt + g) * Bp + k0 + 2 * t;
+      const std::uint16_t* r1 = r0 + 8 * Bp;
+      af[mt][0] = mt < MT ? *reinterpret_cast<const unsigned*>(r0) : 0u;
+      af[mt][1] = mt < MT ? *reinterpret_cast<const unsigned*>(r1) : 0u;
+      af[mt][2] = mt < MT ? *reinterpret_cast<const unsigned*>(r0 + 8) : 0u;
+      af[mt][3] = mt < MT ? *reinterpret_cast<const unsigned*>(r1 + 8) : 0u;
+    }
+  };
+  if (k_begin < k_end) {
+    load_grad(k_begin);
+    load_counts(k_begin);
+  }
+
+  for (std::int64_t k0 = k_begin; k0 < k_end; k0 += 16) {
+    // this tile's g' (the term form: clip, then fl(g / L) for MEAN) and counts
+    float v[16];
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+      float x = raw[b];
+      if (clip) x = clip_gradient(x, a.run.max_gradient);
+      if (a.mean) {
+        const float L = __shfl_sync(0xffffffffu, len, b);
+        if (L > 0.0f) x = __fdiv_rn(x, L);
+      }
+      v[b] = x;
+    }
+
+    // column d: range, scale, hi / lo into the warp's tile (zeros for a column summed otherwise)
+    float mx = 0.0f, mn = INFINITY;
+    bool nonfinite = false;
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+      if (!isfinite(v[b])) {
+        nonfinite = true;
+      } else if (v[b] != 0.0f) {
+        mx = fmaxf(mx, fabsf(v[b]));
+        mn = fminf(mn, fabsf(v[b]));
+      }
+    }
+    const bool ok = !nonfinite && (mx == 0.0f || (mx >= 0x1p-60f && mn >= mx * 0x1p-15f));
+    const bool tensor = ok && mx > 0.0f;
+    float inv_s = 0.0f;
+    {
+      unsigned hw[8] = {}, lw[8] = {};
+      if (tensor) {
+        int e = 0;
+        frexpf(mx, &e);  // mx = m·2^e, m in [0.5, 1): x = g'·2^(15 − e) has max|x| in [2^14, 2^15)
+        const float sc = ldexpf(1.0f, 15 - e);
+        inv_s = ldexpf(1.0f, e - 15);
+#pragma unroll
+        for (int b = 0; b < 16; b += 2) {
+          const float x0 = __fmul_rn(v[b], sc), x1 = __fmul_rn(v[b + 1], sc);  // exact: powers of two
+          const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
+          // x − hi is exact
+          const __half l0 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x0, __half2float(h0))));
+          const __half l1 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x1, __half2float(h1))));
+          hw[b / 2] = pack_half2(h0, h1);
+          lw[b / 2] = pack_half2(l0, l1);
+        }
+      }
+      uint4* hd = reinterpret_cast<uint4*>(hi_w + lane * kGradStride);
+      uint4* ld = reinterpret_cast<uint4*>(lo_w + lane * kGradStride);
+      hd[0] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
+      hd[1] = make_uint4(hw[4], hw[5], hw[6], hw[7]);
+      ld[0] = make_uint4(lw[0], lw[1], lw[2], lw[3]);
+      ld[1] = make_uint4(lw[4], lw[5], lw[6], lw[7]);
+    }
+    const unsigned tmask = __ballot_sync(0xffffffffu, tensor);
+    const unsigned xmask = __ballot_sync(0xffffffffu, !ok);  // columns summed exactly
+    if (xmask != 0u) {
+#pragma unroll
+      for (int b = 0; b < 16; ++b) g_s[warp][b][lane] = v[b];
+    }
+    const bool more = k0 + 16 < k_end;
+    if (more) load_grad(k0 + 16);  // v is dead: raw takes the next tile
+    // 1/s of the columns this lane's accumulators hold: local column 8q + 2t + h
+    float inv[kWarpNTiles][2];
+#pragma unroll
+    for (int q = 0; q < kWarpNTiles; ++q)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) inv[q][h] = __shfl_sync(0xffffffffu, inv_s, 8 * q + 2 * t + h);
+    __syncwarp();
+    if (tmask != 0u) {
+#pragma unroll
+      for (int mt = 0; mt < kStMaxKTiles; ++mt) {
+        if (mt < MT) {
+#pragma unroll
+          for (int q = 0; q < kWarpNTiles; ++q) {
+            if (q < NTw) {
+              const int col = (8 * q + g) * kGradStride + 2 * t;
+              float dh[4], dl[4];
+              mma_f16_zero_c(dh, af[mt], *reinterpret_cast<const unsigned*>(hi_w + col),
+                             *reinterpret_cast<const unsigned*>(hi_w + col + 8));
+              mma_f16_zero_c(dl, af[mt], *reinterpret_cast<const unsigned*>(lo_w + col),
+                             *reinterpret_cast<const unsigned*>(lo_w + col + 8));
+#pragma unroll
+              for (int i = 0; i < 4; ++i)
+                if ((tmask >> (8 * q + 2 * t + (i & 1))) & 1u)
+                  acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __fmul_rn(__fadd_rn(dh[i], dl[i]), inv[q][i & 1]));
+            }
+          }
+        }
+      }
+    }
+    if (warp == 0) {  // the rows' lookups in this tile (the 4 lanes of a row hold its 16 bags)
+      auto pair_sum = [](unsigned w) {
+        return static_cast<unsigned>(__half2int_rn(__ushort_as_half(static_cast<std::uint16_t>(w & 0xffffu))) +
+                                     __half2int_rn(__ushort_as_half(static_cast<std::uint16_t>(w >> 16))));
+      };
+#pragma unroll
+      for (int mt = 0; mt < kStMaxKTiles; ++mt) {
+        sl[mt][0] += pair_sum(af[mt][0]) + pair_sum(af[mt][2]);
+        sl[mt][1] += pair_sum(af[mt][1]) + pair_sum(af[mt][3]);
+      }
+    }
+    if (more) load_counts(k0 + 16);  // the A fragments are dead
+    if (xmask != 0u) {  // warp-uniform: exact FP64 sums of c·g' (exact) for those columns
+#pragma unroll
+      for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+        for (int q = 0; q < kWarpNTiles; ++q)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int c = 8 * q + 2 * t + (i & 1);
+            if (mt < MT && q < NTw && ((xmask >> c) & 1u)) {
+              const std::uint16_t* crow = counts + static_cast<std::int64_t>(16 * mt + g + 8 * (i >> 1)) * Bp + k0;
+              double sum = 0.0;
+              for (int b = 0; b < 16; ++b) {
+                const float cnt = __half2float(__ushort_as_half(crow[b]));
+                if (cnt != 0.0f) sum += static_cast<double>(cnt) * static_cast<double>(g_s[warp][b][c]);
+              }
+              acc[mt][q][i] = __fadd_rn(acc[mt][q][i], __double2float_rn(sum));
+            }
+          }
+    }
+    __syncwarp();  // hi_w, lo_w and g_s are rewritten by the next tile
+  }
+
+  // partials [j][block][64][128] (rows < E_pad, this warp's columns < D_pad) and, from warp 0,
+  // the rows' lookups in this block's bags
+  const std::int64_t slot = static_cast<std::int64_t>(j) * a.blocks_per_feature + blockIdx.x;
+  float* P = a.partials + slot * kStMaxRows * kStMaxDim;
+#pragma unroll
+  for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+    for (int q = 0; q < kWarpNTiles; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (mt < MT && q < NTw)
+          P[(16 * mt + g + 8 * (i >> 1)) * kStMaxDim + col0 + 8 * q + 2 * t + (i & 1)] = acc[mt][q][i];
+  if (warp == 0) {
+#pragma unroll
+    for (int mt = 0; mt < kStMaxKTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        unsigned v = sl[mt][h];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        if (t == 0 && mt < MT) a.partial_sl[slot * kStMaxRows + 16 * mt + g + 8 * h] = static_cast<std::int32_t>(v);
+      }
+  }
+}
+
 // a += b per component, IEEE round to nearest (no contraction: the bound counts each addition)
 __device__ __forceinline__ void add_rn(float4& a, const float4& b) {
   a.x = __fadd_rn(a.x, b.x);
@@ -472,7 +706,10 @@ template <DType kGrad, DType kIdx>
 void launch_small_table_backward_t(const SmallTableBackwardArgs& a, cudaStream_t stream) {
   if (a.num_small == 0 || a.batch_size == 0) return;
   const dim3 grid(static_cast<unsigned>(a.blocks_per_feature), static_cast<unsigned>(a.num_small));
-  small_table_grad_split_k<storage_t<kGrad>, storage_t<kIdx>><<<grid, kStBlock, 0, stream>>>(a);
+  if (a.warp_columns)
+    small_table_grad_split_k_warp<storage_t<kGrad>, storage_t<kIdx>><<<grid, kStBlock, 0, stream>>>(a);
+  else
+    small_table_grad_split_k<storage_t<kGrad>, storage_t<kIdx>><<<grid, kStBlock, 0, stream>>>(a);
   small_table_apply_block_per_row<storage_t<kGrad>, storage_t<kIdx>>
       <<<static_cast<unsigned>(a.num_small) * kStMaxRows, kApplyWarps * tuning::kWarpThreads, 0, stream>>>(a);
 }

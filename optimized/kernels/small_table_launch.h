@@ -79,6 +79,10 @@ struct SmallTableBackwardArgs {
   /// Rows with SL >= min_run are updated here, shorter ones by the generic run kernels
   /// (docs/oracle.md "Small-table histogram path": the bound the enclosure covers).
   std::int64_t min_run = 0;
+  /// The split-K kernel: false = small_table_grad_split_k (the block's 4 warps share each tile,
+  /// one scale per tile), true = small_table_grad_split_k_warp (warp w owns 32 columns for all
+  /// of the block's tiles, one scale per tile and column, no block barrier).
+  bool warp_columns = false;
   RunArgs run;                            ///< the optimizer and weights part of the run kernels'
                                           ///< arguments (tables, weights, momentum, lr, SR, ...)
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)

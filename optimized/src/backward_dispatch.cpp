@@ -56,7 +56,7 @@ void launch_small_table_backward(DType grad, DType index, const SmallTableBackwa
           launch_small_table_backward_t<decltype(g)::value, decltype(idx)::value>(a, s);
         });
       });
-  check_launch("small_table_grad_split_k / small_table_apply_warp_per_row");
+  check_launch("small_table_grad_split_k(_warp) / small_table_apply_block_per_row");
 }
 
 }  // namespace tbe::cuda::detail

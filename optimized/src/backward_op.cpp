@@ -327,6 +327,7 @@ struct BackwardPlan {
   /// bounds part of the transpose, then the small-table kernels alone (docs/small-table.md
   /// "Without the sort").
   bool no_sort = false;
+  bool split_k_warp = false;  ///< BackwardTuning::SplitK::Warp
   // --- small-table histogram path (docs/small-table.md) ---
   std::vector<SmallTableFeature> small_decision;
   std::vector<std::int32_t> small_features;
@@ -376,6 +377,7 @@ struct BackwardPlan {
       small_features.push_back(d.feature);
     }
     small_batch = f.lookups.is_vbe() ? 0 : f.lookups.batch_size;
+    split_k_warp = knobs.split_k == BackwardTuning::SplitK::Warp;
     no_sort = knobs.sort == BackwardTuning::Sort::Auto && !small_features.empty() &&
               static_cast<std::int64_t>(small_features.size()) == f.tables.num_features();
     // split-K, per feature P blocks of T_b whole k-tiles: at least kBackwardTargetBlocks blocks
@@ -763,6 +765,7 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
     h.block_tiles = P.small_block_tiles;
     h.min_run = P.small_min_run;
     h.exact_rows = P.no_sort;
+    h.warp_columns = P.split_k_warp;
     h.indices = tp->indices;
     h.check_indices = tp->repairs();
     h.run = a;
@@ -836,7 +839,10 @@ BackwardStats BackwardOp::finish() {
     st.paths.push_back(P.chunk_order_one_cta ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide");
   }
   if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
-  if (P.small_stats.rows > 0) st.paths.push_back("bwd.small_table");
+  if (P.small_stats.rows > 0) {
+    st.paths.push_back("bwd.small_table");
+    st.paths.push_back(P.split_k_warp ? "bwd.small_table.split_k.warp" : "bwd.small_table.split_k.block");
+  }
   if (P.small_stats.exact_rows > 0) st.paths.push_back("bwd.small_table.exact");
   if (P.used_saved) st.paths.push_back("bwd.small_table.saved_counts");
   if (P.want_sr) st.paths.push_back("bwd.sr");

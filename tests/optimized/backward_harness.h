@@ -51,6 +51,8 @@ struct BackwardRunOptions {
   /// Whether the lookups are sorted (cuda::BackwardTuning::Sort; Auto skips the sort when every
   /// feature takes the small-table path).
   cuda::BackwardTuning::Sort sort = cuda::BackwardTuning::Sort::Auto;
+  /// The small-table split-K kernel (cuda::BackwardTuning::SplitK).
+  cuda::BackwardTuning::SplitK split_k = cuda::BackwardTuning::SplitK::Block;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

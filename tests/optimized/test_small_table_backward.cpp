@@ -5,6 +5,7 @@
 // path's exact sums, a stale histogram rejected; every result judged by the backward oracle (and
 // the SR z-test), the path counters proving which path ran.
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ using namespace tbe;
 using namespace tbe::test;
 using Mode = cuda::SmallTableTuning::Mode;
 using Sort = cuda::BackwardTuning::Sort;
+using SplitK = cuda::BackwardTuning::SplitK;
 
 namespace {
 
@@ -82,10 +84,12 @@ void require_judged(BackwardCase& c, const BackwardOutcome& gpu) {
   }
 }
 
-/// The GPU backward of `c` with the forward's saved counts (or its own histogram), judged.
-BackwardOutcome run_judged(BackwardCase& c, bool saved) {
+/// The GPU backward of `c` with the forward's saved counts (or its own histogram) and the given
+/// split-K kernel, judged.
+BackwardOutcome run_judged(BackwardCase& c, bool saved, SplitK split_k = SplitK::Block) {
   BackwardRunOptions o;
   o.saved_counts = saved;
+  o.split_k = split_k;
   BackwardOutcome gpu = run_backward_gpu(c, o);
   require_judged(c, gpu);
   return gpu;
@@ -104,10 +108,13 @@ TEST_CASE("small-table backward: Adagrad and SGD, RNE and SR, saved counts on an
           const PoolingMode pm = seed % 2 ? PoolingMode::Mean : PoolingMode::Sum;
           const DType grad = seed % 3 == 0 ? DType::F32 : (seed % 3 == 1 ? DType::F16 : DType::BF16);
           BackwardCase c = small_backward({E, 300}, {D, 32}, 600, 64, 160, pm, grad, opt, wb, seed++);
+          const SplitK split_k = seed % 4 < 2 ? SplitK::Warp : SplitK::Block;
           CAPTURE(E, D, saved, to_string(pm), to_string(grad), static_cast<int>(opt),
-                  static_cast<int>(wb));
-          const BackwardOutcome gpu = run_judged(c, saved);
+                  static_cast<int>(wb), split_k == SplitK::Warp);
+          const BackwardOutcome gpu = run_judged(c, saved, split_k);
           REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+          REQUIRE(has_path(gpu.stats, split_k == SplitK::Warp ? "bwd.small_table.split_k.warp"
+                                                               : "bwd.small_table.split_k.block"));
           REQUIRE(has_path(gpu.stats, "bwd.small_table.saved_counts") == saved);
           REQUIRE(has_path(gpu.stats, "bwd.short"));  // the other table
           const BackwardOutcome ref = run_backward_reference(c, false);
@@ -198,11 +205,14 @@ TEST_CASE("small-table backward: split-K blocks of several k-tiles, one, three o
   for (const Shape& sh : {Shape{{48}, {96}, 5000, PoolingMode::Mean},
                           Shape{{8, 64, 33}, {128, 64, 100}, 2000, PoolingMode::Sum},
                           Shape{std::vector<std::int64_t>(40, 8), std::vector<std::int32_t>(40, 64),
-                                1024, PoolingMode::Sum}}) {
+                                1024, PoolingMode::Sum}})
+  for (const SplitK split_k : {SplitK::Block, SplitK::Warp}) {
     BackwardCase c = small_backward(sh.E, sh.D, sh.B, 64, 80, sh.pm, DType::F32,
                                     OptimizerKind::ExactRowwiseAdagrad, RoundingMode::Nearest, sh.B);
     BackwardRunOptions o;
     o.small_table.mode = Mode::Force;
+    o.split_k = split_k;
+    CAPTURE(split_k == SplitK::Warp);
     const BackwardOutcome gpu = run_backward_gpu(c, o);
     require_judged(c, gpu);
     const BackwardPathCounters& k = gpu.stats.counters;
@@ -401,11 +411,20 @@ TEST_CASE("small-table backward: malformed input repaired like the generic path"
 
 TEST_CASE("small-table backward: grad tiles with a wide range or an Inf take the exact tile sum",
           "[gpu][small_table][backward]") {
-  BackwardCase c = small_backward({16}, {64}, 512, 64, 64, PoolingMode::Sum, DType::F32,
-                                  OptimizerKind::ExactSgd, RoundingMode::Nearest, 44);
-  c.set_grad(3 * 64 + 1, 1e-9);    // 2^-30 next to values near 1: a range wider than 2^15
-  c.set_grad(200 * 64 + 7, 3e30);  // and a huge one in another tile
-  const BackwardOutcome gpu = run_backward_gpu(c, {});
-  require_judged(c, gpu);
-  REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+  // (the warp-column kernel decides per tile and column: the tiny value's column, the huge
+  // value's column and the Inf's column are summed exactly, the others of those tiles still on
+  // tensor cores)
+  for (const SplitK split_k : {SplitK::Block, SplitK::Warp}) {
+    BackwardCase c = small_backward({16}, {96}, 512, 64, 64, PoolingMode::Sum, DType::F32,
+                                    OptimizerKind::ExactSgd, RoundingMode::Nearest, 44);
+    c.set_grad(3 * 96 + 1, 1e-9);    // 2^-30 next to values near 1: a range wider than 2^15
+    c.set_grad(200 * 96 + 70, 3e30);  // and a huge one in another tile (warp 2's columns)
+    c.set_grad(300 * 96 + 40, std::numeric_limits<double>::infinity());  // and an Inf (warp 1)
+    BackwardRunOptions o;
+    o.split_k = split_k;
+    CAPTURE(split_k == SplitK::Warp);
+    const BackwardOutcome gpu = run_backward_gpu(c, o);
+    require_judged(c, gpu);
+    REQUIRE(has_path(gpu.stats, "bwd.small_table"));
+  }
 }

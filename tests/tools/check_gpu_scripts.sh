@@ -1,8 +1,8 @@
 #!/bin/bash
 # The GPU-machine run scripts, checked here without a GPU (ctest gpu_run_scripts): every bench/*.sh
-# and scripts/*.sh parses; bench/ikbo_fa_gpu_run.sh and bench/peer_cutlass_fmha.sh print their
-# usage and exit 2 without a command; the tbe-bench ikbo-fa command lines ikbo_fa_gpu_run.sh runs
-# parse (tbe-bench exits 0 with a GPU, 77 without; 2 would mean a flag the script passes is gone).
+# and scripts/*.sh parses; bench/ikbo_fa_gpu_run.sh, bench/small_table_gpu_run.sh and
+# bench/peer_cutlass_fmha.sh print their usage and exit 2 without a command; the tbe-bench
+# ikbo-fa command lines ikbo_fa_gpu_run.sh runs parse (tbe-bench exits 0 with a GPU, 77 without; 2 would mean a flag the script passes is gone).
 # Usage: check_gpu_scripts.sh SOURCE_DIR TBE_BENCH
 set -u
 src=$1 bench=$2
@@ -10,7 +10,7 @@ fail=0
 for f in "$src"/bench/*.sh "$src"/scripts/*.sh; do
   bash -n "$f" || { echo "FAILED: $f does not parse"; fail=1; }
 done
-for f in bench/ikbo_fa_gpu_run.sh:pack bench/peer_cutlass_fmha.sh:build; do
+for f in bench/ikbo_fa_gpu_run.sh:pack bench/small_table_gpu_run.sh:pack bench/peer_cutlass_fmha.sh:build; do
   script=${f%%:*} word=${f##*:}
   out=$(bash "$src/$script" 2>&1); rc=$?
   [ $rc -eq 2 ] || { echo "FAILED: $script without a command exited $rc, not 2"; fail=1; }

@@ -137,6 +137,17 @@ struct BackwardTuning {
     Always,
   };
   Sort sort = Sort::Auto;
+  /// The small-table path's split-K product kernel (docs/small-table.md "Backward"; paths
+  /// "bwd.small_table.split_k.block" / ".warp" when it updated rows). Both sum the same blocks of
+  /// whole 16-bag tiles into the same partials, so the bound and the minimum run are the same.
+  enum class SplitK : std::uint8_t {
+    /// the block's 4 warps share each tile (block barriers), one power-of-two scale per tile
+    Block,
+    /// warp w owns 32 columns for all of the block's tiles (no block barrier), one scale per
+    /// tile and column
+    Warp,
+  };
+  SplitK split_k = SplitK::Block;
 };
 
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)

@@ -1,0 +1,112 @@
+#!/bin/bash
+# The small-table histogram path on the GPU machine (docs/small-table.md): what its correctness
+# and speed claims rest on, in stages that fit the device's 10-minute calls.
+#
+#   tests       test_optimized "[small_table]" (forward, backward, no sort, both split-K kernels)
+#   gpulabel    the whole GPU label: test_optimized with every test
+#   sanitizers  memcheck over "[small_table]~[large]"; racecheck and synccheck over the small-table
+#               backward tests
+#   mainjob     tbe-verify --require-gpu on its default workload, --json $OUT/mainjob.json
+#   bench       tbe-bench small-table (the path, its warp-column split-K, sorted, generic) of the
+#               packed build and of every packed variant (VARIANTS at pack time, e.g. main's
+#               build), interleaved in two rounds; the first run dumps its inputs for `peer`
+#   peer        bench/peer_small_table.py (TorchRec's Triton TBE with its small-table path) on
+#               those inputs, when the TorchRec copies were packed (needs `bench` in the same call)
+#
+# Here (no GPU needed), after building build-cuda:
+#   bench/small_table_gpu_run.sh pack [BUILD] [DIR]
+#     xz-packs test_optimized, tbe-bench and tbe-verify of BUILD (default build-cuda) into
+#     DIR/bin.tar.xz (default .gpu/small-table; git-ignored: name it in the device call's carry);
+#     with VARIANTS="NAME=PATH ..." also each PATH (another build's tbe-bench) as
+#     DIR/tbe-bench-NAME.xz; and the TorchRec copies of .peers/ (git-ignored: the unmodified
+#     torchrec/distributed/triton_tbe/triton_*.py of meta-pytorch/torchrec 376cac6a, and the
+#     stand-in modules peer_tbe_triton.py in .peers/tools/, as bench/peer_small_table.py's header
+#     says) into DIR/peers/.
+# On the GPU machine, from the repository root (one device call each):
+#   STAGES=tests,sanitizers,bench,peer bench/small_table_gpu_run.sh run [DIR]   (~6 minutes)
+#   STAGES=gpulabel,mainjob bench/small_table_gpu_run.sh run [DIR]              (~8 minutes)
+# Logs and JSON in $OUT/small-table-logs.tar.xz (OUT default /tmp/out); a summary per stage on
+# stdout.
+set -uo pipefail
+cmd=${1:-}
+case "$cmd" in
+  pack)
+    build=${2:-build-cuda}
+    dir=${3:-.gpu/small-table}
+    mkdir -p "$dir"
+    tar cf - -C "$build" tests/test_optimized bench/tbe-bench tools/tbe-verify \
+      | xz -T2 -3 > "$dir/bin.tar.xz" || exit 1
+    for v in ${VARIANTS:-}; do
+      xz -T2 -3 -c "${v#*=}" > "$dir/tbe-bench-${v%%=*}.xz" || exit 1
+    done
+    if [ -f .peers/triton_table_batched_embeddings.py ] && [ -f .peers/tools/peer_tbe_triton.py ]; then
+      mkdir -p "$dir/peers"
+      cp .peers/triton_*.py .peers/tools/peer_tbe_triton.py "$dir/peers/" || exit 1
+    fi
+    ls -la "$dir"; du -sh "$dir"
+    exit 0
+    ;;
+  run) ;;
+  *)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 2
+    ;;
+esac
+
+root=$(pwd)
+dir=$(cd "${2:-.gpu/small-table}" && pwd) || exit 1
+# one archive leaves the device (it returns a limited number of files from $OUT)
+FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
+OUT=$(mktemp -d /tmp/small-table-logs.XXXXXX)
+trap 'tar cJf "$FINAL/small-table-logs.tar.xz" -C "$OUT" . && echo "logs: $FINAL/small-table-logs.tar.xz"' EXIT
+STAGES=",${STAGES:-tests,sanitizers,bench,peer},"
+bin=/tmp/small-table-bin; mkdir -p $bin
+xz -dc "$dir/bin.tar.xz" | tar xf - -C $bin || exit 1
+. "$root/bench/gpu_env.sh"
+T=$bin/tests/test_optimized; B=$bin/bench/tbe-bench; V=$bin/tools/tbe-verify
+want() { [[ $STAGES == *",$1,"* ]]; }
+if want tests; then
+  RC_PARAMS="max_success=${RC_N:-100}" step tests 240 $T "[small_table]" -r compact
+fi
+if want gpulabel; then
+  RC_PARAMS="max_success=${RC_N:-100}" step gpulabel 420 $T -r compact
+fi
+if want sanitizers; then
+  RC_PARAMS="max_success=8" step memcheck 200 \
+    compute-sanitizer --tool memcheck --error-exitcode 9 $T "[small_table]~[large]" -r compact
+  RC_PARAMS="max_success=4" step racecheck 200 \
+    compute-sanitizer --tool racecheck --error-exitcode 9 $T "[small_table][backward]" -r compact
+  RC_PARAMS="max_success=4" step synccheck 120 \
+    compute-sanitizer --tool synccheck --error-exitcode 9 $T "[small_table][backward]" -r compact
+fi
+if want mainjob; then
+  step mainjob 300 $V --require-gpu --json "$OUT/mainjob.json"
+  grep -E "rows:|paths\.|^time" "$OUT/mainjob.log" | tail -8
+fi
+if want bench; then
+  names=()
+  for x in "$dir"/tbe-bench-*.xz; do
+    [ -f "$x" ] || continue
+    name=$(basename "$x" .xz); name=${name#tbe-bench-}
+    xz -dc "$x" > "$bin/tbe-bench-$name" && chmod +x "$bin/tbe-bench-$name" && names+=("$name")
+  done
+  dump=(--dump-npy /tmp/small-table-npy)
+  for r in 1 2; do
+    for v in packed "${names[@]}"; do
+      exe=$B
+      [ "$v" = packed ] || exe=$bin/tbe-bench-$v
+      step st_${v}_r$r 150 "$exe" small-table --iters 10 --json "$OUT/st_${v}_r$r.json" "${dump[@]}"
+      grep -E "^(case|small-table|E[0-9])" "$OUT/st_${v}_r$r.log" | cut -c1-150
+      dump=()
+    done
+  done
+fi
+if want peer; then
+  if [ -d "$dir/peers" ] && [ -d /tmp/small-table-npy ]; then
+    PEER_TOOLS="$dir/peers" PEER_COPIES="$dir/peers" PYTHONUNBUFFERED=1 step peer 300 \
+      python3 "$root/bench/peer_small_table.py" /tmp/small-table-npy "$OUT/peer.json"
+    tail -14 "$OUT/peer.log"
+  else
+    echo "## peer: needs the TorchRec copies packed and the bench stage's dump in the same call"
+  fi
+fi
