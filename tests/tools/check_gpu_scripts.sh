@@ -2,7 +2,8 @@
 # The GPU-machine run scripts, checked here without a GPU (ctest gpu_run_scripts): every bench/*.sh
 # and scripts/*.sh parses; bench/ikbo_fa_gpu_run.sh, bench/small_table_gpu_run.sh and
 # bench/peer_cutlass_fmha.sh print their usage and exit 2 without a command; the tbe-bench
-# ikbo-fa command lines ikbo_fa_gpu_run.sh runs parse (tbe-bench exits 0 with a GPU, 77 without; 2 would mean a flag the script passes is gone).
+# ikbo-fa command lines ikbo_fa_gpu_run.sh runs parse (tbe-bench exits 0 with a GPU, 77 without;
+# 2 would mean a flag the script passes is gone).
 # Usage: check_gpu_scripts.sh SOURCE_DIR TBE_BENCH
 set -u
 src=$1 bench=$2
