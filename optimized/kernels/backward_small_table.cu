@@ -23,8 +23,10 @@ namespace {
 
 constexpr int kGradStride = 16 + 8;  // halves per column of the hi / lo tiles ([n][16 bags + 8])
 constexpr int kApplyWarps = 8;                         // warps per row of the apply kernel
-constexpr int kScanUnroll = 2;  // (4 spills 24 bytes in the int64-index instances)
-constexpr int kWarpNTiles = tuning::kWarpThreads / 8;  // warp-column split-K: n-tiles per warp  // index loads in flight per lane when a row counts its own lookups
+// index loads in flight per lane when a row counts its own lookups (4 spills 24 bytes in the
+// int64-index instances)
+constexpr int kScanUnroll = 2;
+constexpr int kWarpNTiles = tuning::kWarpThreads / 8;  // warp-column split-K: n-tiles per warp
 constexpr int kCountWords = kStMaxRows * 16 / 2 / kStBlock;  // count pairs per thread and k-tile
 constexpr int kCountStride = 16 + 8;  // halves per row of the staged counts tile ([e][16 bags + 8])
 static_assert(kStBlock == kStMaxDim, "one thread per column of a k-tile: thread d stages column d");
@@ -513,8 +515,8 @@ __device__ __forceinline__ void add_rn(float4& a, const float4& b) {
 }
 
 // The exact rows (SmallTableBackwardArgs::exact_rows, docs/small-table.md "Without the sort"):
-// G_e = Σ_b c_b·g'[b] over the bags b with c_b > 0 lookups of row e, c_b·g' exact in FP64
-// (c_b < 2^29), added with one FP64 rounding each (fma) in a fixed order: warp w of the block
+// G_e = Σ_b c_b·g'[b] over the bags b with c_b > 0 lookups of row e, each term added with one
+// FP64 rounding (fma: c_b·g' is exact inside it) in a fixed order: warp w of the block
 // takes bags [w·R, (w+1)·R) in bag order, then the block's warps are added in warp order by warp
 // 0, which rounds once to FP32. Lane l owns columns [4l, 4l + 4) (apply_row's layout). The counts
 // come from the histogram (kFromIndices = false: FP16 counts, exact when the histogram is
@@ -598,7 +600,7 @@ __device__ __forceinline__ std::int64_t exact_row_sum(const SmallTableBackwardAr
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int c = __half2int_rn(__ushort_as_half(static_cast<std::uint16_t>(h == 0 ? pair & 0xffffu : pair >> 16)));
-          if (c > 0) {
+          if (c > 0 && b0 + 2 * l + h < B) {  // (bags >= B hold zero counts; never read past B)
             add_bag(b0 + 2 * l + h, c);
             sl += c;
           }

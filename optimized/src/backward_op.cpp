@@ -821,9 +821,11 @@ BackwardStats BackwardOp::finish() {
   k.histogram_lookups = P.small_stats.lookups;
   k.histogram_exact_runs = P.small_stats.exact_rows;
   k.histogram_exact_lookups = P.small_stats.exact_lookups;
-  k.histogram_min_run = P.small_stats.rows > 0 ? P.small_min_run : 0;
-  k.histogram_blocks = P.small_stats.rows > 0 ? P.small_blocks : 0;
-  k.histogram_block_tiles = P.small_stats.rows > 0 ? P.small_block_tiles : 0;
+  // the split that decided which rows took the product (also when all of them were exact)
+  const bool small_ran = P.small_stats.rows + P.small_stats.exact_rows > 0;
+  k.histogram_min_run = small_ran ? P.small_min_run : 0;
+  k.histogram_blocks = small_ran ? P.small_blocks : 0;
+  k.histogram_block_tiles = small_ran ? P.small_block_tiles : 0;
   st.runs = k.short_runs + static_cast<std::int64_t>(c.long_runs) + k.histogram_runs +
             k.histogram_exact_runs;
   st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups +
@@ -846,8 +848,10 @@ BackwardStats BackwardOp::finish() {
   if (P.small_stats.exact_rows > 0) st.paths.push_back("bwd.small_table.exact");
   if (P.used_saved) st.paths.push_back("bwd.small_table.saved_counts");
   if (P.want_sr) st.paths.push_back("bwd.sr");
-  if (!P.strategy.deterministic) st.paths.push_back("bwd.nondeterministic");
-  st.paths.push_back(P.types.block_group ? "bwd.group.block" : "bwd.group.warp");
+  if (!P.no_sort) {  // the generic run kernels ran
+    if (!P.strategy.deterministic) st.paths.push_back("bwd.nondeterministic");
+    st.paths.push_back(P.types.block_group ? "bwd.group.block" : "bwd.group.warp");
+  }
   {  // how the run kernels gathered grad_output rows (kernels/backward_runs.cuh accumulate_sorted):
      // staged for warp groups of >= R lanes with aligned rows (short runs: only those longer
      // than kRowsInFlight, counted by the router), else registers
