@@ -8,9 +8,9 @@
 // "path" = SmallTableTuning Mode::Auto (eligible features take the histogram path; the forward
 // saves its counts and the backward reuses them; a backward whose features all take it skips the
 // sort), "sorted" = the same with BackwardTuning::Sort::Always (the backward sorts the lookups and
-// the generic run kernels take the rows the histogram does not own), "warp" = the path with the
-// warp-column split-K kernel (BackwardTuning::SplitK::Warp), "generic" = Mode::Off (every
-// feature gathers).
+// the generic run kernels take the rows the histogram does not own), "block" = the path with the
+// block split-K kernel (BackwardTuning::SplitK::Block; the default is Warp), "generic" =
+// Mode::Off (every feature gathers).
 // Timing as tbe-bench forward: CUDA events, 3 warm-up calls, a 256 MiB L2-flush write before every
 // iteration (outside the timed region), median / min / max over --iters. Forward + backward is
 // one timed region: ForwardOp::run then BackwardOp::run on one stream. The backward writes
@@ -100,8 +100,8 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
 
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-12s %8s %10s | %10s %10s %6s | %10s %10s %10s %10s %6s %6s %6s  small features\n",
-              "case", "B", "lookups", "fwd path", "generic", "x", "f+b path", "warp", "sorted",
-              "generic", "x", "x warp", "x srt");
+              "case", "B", "lookups", "fwd path", "generic", "x", "f+b path", "block", "sorted",
+              "generic", "x", "x blk", "x srt");
   const std::optional<std::vector<Case>> chosen =
       tbe::bench::only_variants<Case>(cases(args.batch), args.only, "small-table");
   if (!chosen) return 2;  // --only named an unknown case
@@ -147,14 +147,14 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
 
     Timing fwd[4], both[4];
     std::string small_list;
-    // 1: the histogram path, 3: the same with the warp-column split-K, 2: sorted, 0: generic
+    // 1: the histogram path, 3: the same with the block split-K, 2: sorted, 0: generic
     for (const int path : {1, 3, 2, 0}) {
       cuda::ForwardTuning tuning;
       tuning.small_table.mode = path ? cuda::SmallTableTuning::Mode::Auto : cuda::SmallTableTuning::Mode::Off;
       cuda::ForwardOp fop(p, {}, tuning);
       cuda::BackwardTuning bt{tuning.small_table};
       if (path == 2) bt.sort = cuda::BackwardTuning::Sort::Always;
-      if (path == 3) bt.split_k = cuda::BackwardTuning::SplitK::Warp;
+      if (path == 3) bt.split_k = cuda::BackwardTuning::SplitK::Block;
       cuda::BackwardOp bop(bp, {}, bt);
       DeviceBuffer counts_buf(fop.small_table_counts_bytes());
       cuda::SmallTableCounts counts;
@@ -178,7 +178,7 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
       const ForwardStats fs = fop.finish();
       const BackwardStats bs = bop.finish();
       const char* name = path == 1   ? "small_table"
-                         : path == 3 ? "small_table.warp"
+                         : path == 3 ? "small_table.block"
                          : path == 2 ? "small_table.sorted"
                                      : "generic";
       results.push_back({{"case", k.name}, {"path", name},
@@ -195,7 +195,7 @@ int tbe::bench::small_table_main(const SmallTableArgs& args) {
                 both[0].median_ms / both[2].median_ms, small_list.empty() ? "(none)" : small_list.c_str());
   }
   std::printf("\nms = medians over %d iterations; x = generic / path (target >= 2x for forward + "
-              "backward); x warp = generic / warp (SplitK::Warp); x srt = generic / sorted (the path "
+              "backward); x blk = generic / block (SplitK::Block); x srt = generic / sorted (the path "
               "with BackwardTuning::Sort::Always)\n",
               args.iters);
   if (!args.json_path.empty())

@@ -52,7 +52,7 @@ struct BackwardRunOptions {
   /// feature takes the small-table path).
   cuda::BackwardTuning::Sort sort = cuda::BackwardTuning::Sort::Auto;
   /// The small-table split-K kernel (cuda::BackwardTuning::SplitK).
-  cuda::BackwardTuning::SplitK split_k = cuda::BackwardTuning::SplitK::Block;
+  cuda::BackwardTuning::SplitK split_k = cuda::BackwardTuning::SplitK::Warp;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

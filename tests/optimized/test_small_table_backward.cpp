@@ -86,7 +86,7 @@ void require_judged(BackwardCase& c, const BackwardOutcome& gpu) {
 
 /// The GPU backward of `c` with the forward's saved counts (or its own histogram) and the given
 /// split-K kernel, judged.
-BackwardOutcome run_judged(BackwardCase& c, bool saved, SplitK split_k = SplitK::Block) {
+BackwardOutcome run_judged(BackwardCase& c, bool saved, SplitK split_k = SplitK::Warp) {
   BackwardRunOptions o;
   o.saved_counts = saved;
   o.split_k = split_k;

@@ -141,13 +141,14 @@ struct BackwardTuning {
   /// "bwd.small_table.split_k.block" / ".warp" when it updated rows). Both sum the same blocks of
   /// whole 16-bag tiles into the same partials, so the bound and the minimum run are the same.
   enum class SplitK : std::uint8_t {
+    /// warp w owns 32 columns for all of the block's tiles (no block barrier), one scale per
+    /// tile and column. The default: forward + backward 1.06-1.30x faster than Block on the
+    /// small-table sweep (H100, session 17, bench/results/README.md).
+    Warp,
     /// the block's 4 warps share each tile (block barriers), one power-of-two scale per tile
     Block,
-    /// warp w owns 32 columns for all of the block's tiles (no block barrier), one scale per
-    /// tile and column
-    Warp,
   };
-  SplitK split_k = SplitK::Block;
+  SplitK split_k = SplitK::Warp;
 };
 
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
