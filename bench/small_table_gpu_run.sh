@@ -10,6 +10,9 @@
 #   bench       tbe-bench small-table (the path, its warp-column split-K, sorted, generic) of the
 #               packed build and of every packed variant (VARIANTS at pack time, e.g. main's
 #               build), interleaved in two rounds; the first run dumps its inputs for `peer`
+#   ncu         Nsight Compute on E64.L64 (tbe-bench small-table --only E64.L64): the forward
+#               histogram kernel, both split-K kernels and the apply kernel, one launch each
+#               (SpeedOfLight, Occupancy, WarpStateStats, LaunchStats)
 #   peer        bench/peer_small_table.py (TorchRec's Triton TBE with its small-table path) on
 #               those inputs, when the TorchRec copies were packed (needs `bench` in the same call)
 #
@@ -102,6 +105,19 @@ if want bench; then
       grep -E "^(case|small-table|E[0-9])" "$OUT/st_${v}_r$r.log" | cut -c1-150
       dump=()
     done
+  done
+fi
+if want ncu; then
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  # (mangled names: a template's name is followed by I, so split_kI is the block kernel alone)
+  for k in small_table_forward_histogramI small_table_grad_split_k_warpI small_table_grad_split_kI \
+           small_table_apply_block_per_rowI; do
+    step ncu_${k%I} 120 "$ncu" --kernel-name-base mangled --kernel-name "regex:$k" \
+      --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+      "$B" small-table --only E64.L64 --iters 1
+    grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Memory Throughput|Compute \(SM\)|Warp Cycles Per Issued|Block Size|Grid Size" \
+      "$OUT/ncu_${k%I}.log" | sort -u | head -14
   done
 fi
 if want peer; then
