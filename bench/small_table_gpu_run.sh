@@ -29,7 +29,8 @@
 #   STAGES=tests,sanitizers,bench,peer bench/small_table_gpu_run.sh run [DIR]   (~6 minutes)
 #   STAGES=gpulabel,mainjob bench/small_table_gpu_run.sh run [DIR]              (~8 minutes)
 # Logs and JSON in $OUT/small-table-logs.tar.xz (OUT default /tmp/out); a summary per stage on
-# stdout.
+# stdout. Time limits per step: T_LABEL (gpulabel, 420 s), T_MAIN (mainjob, 300), T_NCU (each ncu
+# run, 120).
 set -uo pipefail
 cmd=${1:-}
 case "$cmd" in
@@ -61,7 +62,9 @@ dir=$(cd "${2:-.gpu/small-table}" && pwd) || exit 1
 # one archive leaves the device (it returns a limited number of files from $OUT)
 FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
 OUT=$(mktemp -d /tmp/small-table-logs.XXXXXX)
-trap 'tar cJf "$FINAL/small-table-logs.tar.xz" -C "$OUT" . && echo "logs: $FINAL/small-table-logs.tar.xz"' EXIT
+# (rewritten after every stage too: a call cut at its time limit still returns what ran)
+save() { tar cJf "$FINAL/small-table-logs.tar.xz" -C "$OUT" .; }
+trap 'save && echo "logs: $FINAL/small-table-logs.tar.xz"' EXIT
 STAGES=",${STAGES:-tests,sanitizers,bench,peer},"
 bin=/tmp/small-table-bin; mkdir -p $bin
 xz -dc "$dir/bin.tar.xz" | tar xf - -C $bin || exit 1
@@ -74,9 +77,11 @@ race_tests="small-table backward: split-K blocks of several k-tiles*,small-table
 if want tests; then
   RC_PARAMS="max_success=${RC_N:-100}" step tests 240 $T "[small_table]" -r compact
 fi
+save
 if want gpulabel; then
-  RC_PARAMS="max_success=${RC_N:-100}" step gpulabel 420 $T -r compact
+  RC_PARAMS="max_success=${RC_N:-100}" step gpulabel ${T_LABEL:-420} $T -r compact
 fi
+save
 if want sanitizers; then
   RC_PARAMS="max_success=8" step memcheck 200 \
     compute-sanitizer --tool memcheck --error-exitcode 9 $T "[small_table]~[large]" -r compact
@@ -85,10 +90,12 @@ if want sanitizers; then
   RC_PARAMS="max_success=4" step synccheck 120 \
     compute-sanitizer --tool synccheck --error-exitcode 9 $T "$race_tests" -r compact
 fi
+save
 if want mainjob; then
-  step mainjob 300 $V --require-gpu --json "$OUT/mainjob.json"
+  step mainjob ${T_MAIN:-300} $V --require-gpu --json "$OUT/mainjob.json"
   grep -E "rows:|paths\.|^time" "$OUT/mainjob.log" | tail -8
 fi
+save
 if want bench; then
   names=()
   for x in "$dir"/tbe-bench-*.xz; do
@@ -107,12 +114,13 @@ if want bench; then
     done
   done
 fi
+save
 if want ncu; then
   ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   # (mangled names: a template's name is followed by I, so split_kI is the block kernel alone)
   for k in small_table_forward_histogramI small_table_grad_split_k_warpI small_table_grad_split_kI \
            small_table_apply_block_per_rowI; do
-    step ncu_${k%I} 120 "$ncu" --kernel-name-base mangled --kernel-name "regex:$k" \
+    step ncu_${k%I} ${T_NCU:-120} "$ncu" --kernel-name-base mangled --kernel-name "regex:$k" \
       --launch-skip 3 --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
       "$B" small-table --only E64.L64 --iters 1
@@ -120,6 +128,7 @@ if want ncu; then
       "$OUT/ncu_${k%I}.log" | sort -u | head -14
   done
 fi
+save
 if want peer; then
   if [ -d "$dir/peers" ] && [ -d /tmp/small-table-npy ]; then
     PEER_TOOLS="$dir/peers" PEER_COPIES="$dir/peers" PYTHONUNBUFFERED=1 step peer 300 \
@@ -129,3 +138,4 @@ if want peer; then
     echo "## peer: needs the TorchRec copies packed and the bench stage's dump in the same call"
   fi
 fi
+save
