@@ -10,7 +10,7 @@
 #
 # Usage (device): python3 bench/peer_small_table.py DIR OUT.json
 # Needs the unmodified TorchRec copies in .peers/ (git-ignored, never committed) and the shared
-# stand-ins of peer_tbe_triton.py (PEER_TOOLS, default tools/peers next to this checkout's .peers).
+# stand-ins of peer_tbe_triton.py (PEER_TOOLS, default .peers/tools of this checkout).
 import json
 import os
 import sys

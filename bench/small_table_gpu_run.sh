@@ -7,7 +7,7 @@
 #   sanitizers  memcheck over "[small_table]~[large]"; racecheck and synccheck over the split-K and
 #               no-sort backward tests
 #   mainjob     tbe-verify --require-gpu on its default workload, --json $OUT/mainjob.json
-#   bench       tbe-bench small-table (the path, its warp-column split-K, sorted, generic) of the
+#   bench       tbe-bench small-table (the path with the defaults, block split-K, sorted, generic) of the
 #               packed build and of every packed variant (VARIANTS at pack time, e.g. main's
 #               build), interleaved in two rounds; the first run dumps its inputs for `peer`
 #   ncu         Nsight Compute on E64.L64 (tbe-bench small-table --only E64.L64): the forward
@@ -16,18 +16,20 @@
 #   peer        bench/peer_small_table.py (TorchRec's Triton TBE with its small-table path) on
 #               those inputs, when the TorchRec copies were packed (needs `bench` in the same call)
 #
-# Here (no GPU needed), after building build-cuda:
+# Here (no GPU needed), after `cmake --preset cuda && cmake --build --preset cuda -j` (build-cuda/):
 #   bench/small_table_gpu_run.sh pack [BUILD] [DIR]
 #     xz-packs test_optimized, tbe-bench and tbe-verify of BUILD (default build-cuda) into
 #     DIR/bin.tar.xz (default .gpu/small-table; git-ignored: name it in the device call's carry);
 #     with VARIANTS="NAME=PATH ..." also each PATH (another build's tbe-bench) as
 #     DIR/tbe-bench-NAME.xz; and the TorchRec copies of .peers/ (git-ignored: the unmodified
 #     torchrec/distributed/triton_tbe/triton_*.py of meta-pytorch/torchrec 376cac6a, and the
-#     stand-in modules peer_tbe_triton.py in .peers/tools/, as bench/peer_small_table.py's header
-#     says) into DIR/peers/.
-# On the GPU machine, from the repository root (one device call each):
-#   STAGES=tests,sanitizers,bench,peer bench/small_table_gpu_run.sh run [DIR]   (~6 minutes)
-#   STAGES=gpulabel,mainjob bench/small_table_gpu_run.sh run [DIR]              (~8 minutes)
+#     stand-in module peer_tbe_triton.py of the team's peer harness, not in this repository, in
+#     .peers/tools/, as bench/peer_small_table.py's header says) into DIR/peers/.
+# On the GPU machine, from the repository root, e.g. (session 17 on an H100, one device call each:
+# 133 s, 19 s and 166 s):
+#   STAGES=tests,bench,peer bench/small_table_gpu_run.sh run [DIR]
+#   STAGES=sanitizers bench/small_table_gpu_run.sh run [DIR]
+#   STAGES=tests,gpulabel,mainjob,bench,ncu bench/small_table_gpu_run.sh run [DIR]
 # Logs and JSON in $OUT/small-table-logs.tar.xz (OUT default /tmp/out); a summary per stage on
 # stdout. Time limits per step: T_LABEL (gpulabel, 420 s), T_MAIN (mainjob, 300), T_NCU (each ncu
 # run, 120).

@@ -234,7 +234,7 @@ TEST_CASE("small-table backward: split-K blocks of several k-tiles, one, three o
   }
 }
 
-TEST_CASE("small-table backward: a count above 2048 falls back to the generic path",
+TEST_CASE("small-table backward: a count above 2048 falls back to the generic path or the exact sums",
           "[gpu][small_table][backward]") {
   // sorted: the generic long-run kernels take the table; without the sort: the path's exact sums
   // count the row from the lookups themselves

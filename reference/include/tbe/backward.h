@@ -111,19 +111,20 @@ struct BackwardPathCounters {
   std::int64_t chunked_runs = 0, chunked_lookups = 0;
   std::int64_t fused_runs = 0, fused_lookups = 0;
   std::int64_t chunks = 0;  ///< chunks processed on the two long-run paths
-  /// Rows updated by the CUDA small-table histogram path and their lookups (docs/small-table.md;
-  /// the generic counters above then leave those rows out), and the SL from which that path owns
-  /// a row of its tables (shorter rows stay generic; 0 when no feature took the path), with the
+  /// Rows updated by the CUDA small-table path's tensor-core product and their lookups
+  /// (docs/small-table.md; the generic counters above then leave those rows out), and the SL from
+  /// which the product owns a row of its tables (shorter rows stay generic, or exact without the
+  /// sort; 0 when the path updated no row), with the
   /// split that bound comes from: P split-K blocks per feature of `histogram_block_tiles` 16-bag
   /// tiles each (docs/oracle.md "Small-table histogram path": min run = 42 + tiles + P). The
   /// reference reports 0.
   std::int64_t histogram_runs = 0, histogram_lookups = 0, histogram_min_run = 0;
   std::int64_t histogram_blocks = 0, histogram_block_tiles = 0;
   /// Rows the small-table path summed exactly when the lookups were not sorted (CUDA
-  /// BackwardTuning::Sort; docs/small-table.md "Without the sort"): every row of its tables
-  /// with SL below `histogram_min_run`, and every row of a table whose histogram is not
-  /// representable (any SL). With a sort those rows are the generic counters'. The reference
-  /// reports 0.
+  /// BackwardTuning::Sort; docs/small-table.md "Without the sort"): every touched row of its
+  /// tables with 0 < SL < `histogram_min_run`, and every touched row of a table whose histogram
+  /// is not representable (any SL); `histogram_runs` / `_lookups` exclude them. With a sort those
+  /// rows are the generic counters'. The reference reports 0.
   std::int64_t histogram_exact_runs = 0, histogram_exact_lookups = 0;
 };
 

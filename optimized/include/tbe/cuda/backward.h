@@ -132,17 +132,20 @@ struct BackwardTuning {
     /// bounds part of the transpose runs, then the small-table kernels own every row (the
     /// tensor-core product for SL >= its minimum run, exact sums below it and for a table whose
     /// histogram is not representable). Paths "bwd.small_table.no_sort", "bwd.small_table.exact".
+    /// A hoisted SortedLookups handed to run() is then used for its bounds results only.
     Auto,
     /// Always sorted: the generic run kernels take the rows the histogram does not own.
     Always,
   };
+  // (Sort and SplitK: every value is valid; neither changes a result beyond the enclosure.)
   Sort sort = Sort::Auto;
   /// The small-table path's split-K product kernel (docs/small-table.md "Backward"; paths
-  /// "bwd.small_table.split_k.block" / ".warp" when it updated rows). Both sum the same blocks of
-  /// whole 16-bag tiles into the same partials, so the bound and the minimum run are the same.
+  /// "bwd.small_table.split_k.block" / ".warp" when the product updated rows; no effect when no
+  /// feature takes the path). Both sum the same blocks of whole 16-bag tiles into the same
+  /// partials, so the bound and the minimum run are the same.
   enum class SplitK : std::uint8_t {
     /// warp w owns 32 columns for all of the block's tiles (no block barrier), one scale per
-    /// tile and column. The default: forward + backward 1.06-1.30x faster than Block on the
+    /// tile and column. The default: forward + backward 1.05-1.31x faster than Block on the
     /// small-table sweep (H100, session 17, bench/results/README.md).
     Warp,
     /// the block's 4 warps share each tile (block barriers), one power-of-two scale per tile
@@ -187,8 +190,8 @@ class BackwardOp {
   /// builds the plan and uploads the small per-table/per-feature metadata (synchronously).
   explicit BackwardOp(const BackwardProblem& p, const BackwardStrategy& s = {});
   /// The same with the launch choices (BackwardTuning: the small-table path's knobs, the short-run
-  /// kernel instance, the chunk-order sort; an impossible choice is an InvalidArgument naming
-  /// "tuning.<field>").
+  /// kernel instance, the chunk-order sort, whether to sort, the small-table split-K kernel; an
+  /// impossible choice is an InvalidArgument naming "tuning.<field>").
   BackwardOp(const BackwardProblem& p, const BackwardStrategy& s, const BackwardTuning& tuning);
   /// The same without the checks: can_implement(p, s) must have returned ok()
   /// (tbe/cuda/validated.h).
@@ -202,7 +205,8 @@ class BackwardOp {
 
   /// Device workspace of run() (bytes; 256-aligned pieces). Sized by upper bounds (N lookups,
   /// N / chunk_size + N / long_run_threshold + 1 chunks), so no count is read back during run().
-  /// With a hoisted transpose the preprocessing part is not needed: workspace_bytes(true).
+  /// With a hoisted transpose the preprocessing part is not needed: workspace_bytes(true). Without
+  /// the sort (BackwardTuning::Sort) only its bounds part (counters, repaired offsets, scan) is.
   std::size_t workspace_bytes(bool hoisted = false) const;
 
   /// Enqueues the backward on `stream`: validate(p, out) first (InvalidArgument, nothing
@@ -222,15 +226,19 @@ class BackwardOp {
   /// "bwd.short.registers" (the short-run kernel instance, BackwardTuning::ShortRuns),
   /// "bwd.chunk_order.one-cta"/"bwd.chunk_order.device-wide" (BackwardTuning::ChunkOrder),
   /// "bwd.gather.staged"/"bwd.gather.registers" (how the run kernels gathered grad_output rows),
-  /// bounds-check paths).
+  /// the small-table paths "bwd.small_table", "bwd.small_table.split_k.warp"/".block",
+  /// "bwd.small_table.saved_counts", "bwd.small_table.exact", and "bwd.small_table.no_sort"
+  /// instead of "bwd.sort.*" when nothing was sorted (then no "bwd.group.*",
+  /// "bwd.nondeterministic": the generic run kernels did not run), bounds-check paths).
   /// Throws BoundsCheckError (FATAL: the first offender, as tbe::find_first_violation; no output
   /// was written) or DeviceError (a CUDA error).
   BackwardStats finish();
 
   /// Profiling hook (tbe-bench): when set, run() records events[0] before its first launch and
   /// events[1..6] after the preprocessing (bounds check + transpose; nothing when hoisted), the
-  /// routing, the per-sample-weight gradient, the short runs, the long-run chunks and the
-  /// long-run apply. `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
+  /// routing, the per-sample-weight gradient, the short runs, the long-run chunks, and the
+  /// long-run apply plus the small-table kernels. Without the sort events 2..5 are recorded back
+  /// to back (zero). `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
   static constexpr int kPhaseEvents = 7;
   void set_phase_events(cudaEvent_t* events);
 

@@ -13,7 +13,8 @@
 namespace tbe::cuda {
 
 /// Which features take the small-table path (ForwardTuning::small_table; the backward follows the
-/// forward problem's eligibility with the same knobs, BackwardOp::set_small_table).
+/// forward problem's eligibility with the same knobs, BackwardTuning::small_table: BackwardOp's
+/// third constructor argument).
 struct SmallTableTuning {
   enum class Mode : std::uint8_t {
     Auto,   ///< eligible features whose expected L >= 64 (tuning::SmallTable::kMinExpectedBagLength)
@@ -47,7 +48,7 @@ struct SmallTableStats {
 
 /// What the small-table path of the last backward did (BackwardOp::small_table_stats()).
 struct SmallTableBackwardStats {
-  std::int64_t rows = 0;      ///< rows updated from the histogram (SL >= the path's minimum)
+  std::int64_t rows = 0;      ///< rows updated by the tensor-core product (SL >= the path's minimum)
   std::int64_t lookups = 0;   ///< their lookups
   bool saved_counts = false;  ///< the forward's saved counts were used (else its own histogram)
   /// Without the sort (no_sort): rows summed exactly instead of by the tensor-core product
@@ -64,7 +65,8 @@ struct SmallTableBackwardStats {
 /// Device layout (docs/small-table.md "Saved counts"), per small-table feature j in
 /// `features` order: counts [64][B_pad] FP16 (row e, bag b; B_pad = B rounded up to 16, rows
 /// >= E and bags >= B zero), then one uint32 flag per feature: 1 when some count of that feature
-/// exceeds 2048 (not exact in FP16: the backward takes the generic path for that feature's table).
+/// exceeds 2048 (not exact in FP16: the backward takes the generic path for that feature's table,
+/// or without the sort sums its rows exactly from the lookups; docs/small-table.md).
 struct SmallTableCounts {
   void* data = nullptr;          ///< device buffer of ForwardOp::small_table_counts_bytes() bytes
   std::size_t bytes = 0;         ///< its size
