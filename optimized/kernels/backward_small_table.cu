@@ -48,6 +48,30 @@ __device__ __forceinline__ void for_each_owned(int warp, int g, int t, int MT, i
       }
 }
 
+// The power of two s for values whose largest magnitude is mx > 0 (mx = m·2^e, m in [0.5, 1)):
+// x = g'·s has max|x| in [2^14, 2^15); inv_s = 1/s (both exact).
+__device__ __forceinline__ float hi_lo_scale(float mx, float& inv_s) {
+  int e = 0;
+  frexpf(mx, &e);
+  inv_s = ldexpf(1.0f, e - 15);
+  return ldexpf(1.0f, 15 - e);
+}
+
+// One column's 16 bags split as hi = fp16(x), lo = fp16(x − hi), x = v·sc (sc a power of two:
+// exact; x − hi is exact), packed in pairs of bags: the two 16-byte halves of a B-operand column.
+__device__ __forceinline__ void split_hi_lo(const SmallTableBackwardArgs& a, const float (&v)[16],
+                                            float sc, unsigned (&hw)[8], unsigned (&lw)[8]) {
+#pragma unroll
+  for (int b = 0; b < 16; b += 2) {
+    const float x0 = __fmul_rn(v[b], sc), x1 = __fmul_rn(v[b + 1], sc);
+    const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
+    const __half l0 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x0, __half2float(h0))));
+    const __half l1 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x1, __half2float(h1))));
+    hw[b / 2] = pack_half2(h0, h1);
+    lw[b / 2] = pack_half2(l0, l1);
+  }
+}
+
 // The raw grad_output values of column d = threadIdx.x of the k-tile at bag k0 (its 16 bags; 0
 // outside [B] × [D]). All loads are issued before any is used, so the tile costs one memory
 // latency, not 16; a warp's loads of one bag are 32 consecutive columns.
@@ -90,7 +114,8 @@ template <class Grad, class Idx>
 __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const SmallTableBackwardArgs a) {
   if (fatal_aborted(a.run.abort_key)) return;
   const int j = blockIdx.y;
-  if (a.counts.invalid[j] != 0u) return;  // not representable: the generic path owns the table
+  if (a.counts.invalid[j] != 0u) return;  // not representable: the generic path (sorted) or the
+                                          // apply kernel's exact sums (no sort) own the table
   const SmallFeatureMeta ft = a.features[j];
   const int E = ft.rows, D = ft.dim;
   const int MT = (E + 15) / 16, NT = (D + 7) / 8, E_pad = 16 * MT, D_pad = 8 * NT;
@@ -185,21 +210,11 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k(const Small
     if (mx > 0.0f || any_nonfinite) {
       const bool tensor = !any_nonfinite && mx >= 0x1p-60f && mn >= mx * 0x1p-15f;
       if (tensor) {
-        int e = 0;
-        frexpf(mx, &e);  // mx = m·2^e, m in [0.5, 1): x = g'·2^(15 − e) has max|x| in [2^14, 2^15)
-        const float sc = ldexpf(1.0f, 15 - e), inv_s = ldexpf(1.0f, e - 15);
+        float inv_s = 0.0f;
+        const float sc = hi_lo_scale(mx, inv_s);
         if (d < D_pad) {  // column d's 16 bags: two 16-byte stores per tile
           unsigned hw[8], lw[8];
-#pragma unroll
-          for (int b = 0; b < 16; b += 2) {
-            const float x0 = __fmul_rn(v[b], sc), x1 = __fmul_rn(v[b + 1], sc);  // exact: powers of two
-            const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
-            // x − hi is exact
-            const __half l0 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x0, __half2float(h0))));
-            const __half l1 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x1, __half2float(h1))));
-            hw[b / 2] = static_cast<unsigned>(__half_as_ushort(h0)) | (static_cast<unsigned>(__half_as_ushort(h1)) << 16);
-            lw[b / 2] = static_cast<unsigned>(__half_as_ushort(l0)) | (static_cast<unsigned>(__half_as_ushort(l1)) << 16);
-          }
+          split_hi_lo(a, v, sc, hw, lw);
           uint4* hd = reinterpret_cast<uint4*>(hi_t + d * kGradStride);
           uint4* ld = reinterpret_cast<uint4*>(lo_t + d * kGradStride);
           hd[0] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
@@ -289,7 +304,8 @@ template <class Grad, class Idx>
 __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k_warp(const SmallTableBackwardArgs a) {
   if (fatal_aborted(a.run.abort_key)) return;
   const int j = blockIdx.y;
-  if (a.counts.invalid[j] != 0u) return;  // not representable: the generic path owns the table
+  if (a.counts.invalid[j] != 0u) return;  // not representable: the generic path (sorted) or the
+                                          // apply kernel's exact sums (no sort) own the table
   const SmallFeatureMeta ft = a.features[j];
   const int E = ft.rows, D = ft.dim;
   const int MT = (E + 15) / 16;
@@ -387,22 +403,7 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k_warp(const 
     float inv_s = 0.0f;
     {
       unsigned hw[8] = {}, lw[8] = {};
-      if (tensor) {
-        int e = 0;
-        frexpf(mx, &e);  // mx = m·2^e, m in [0.5, 1): x = g'·2^(15 − e) has max|x| in [2^14, 2^15)
-        const float sc = ldexpf(1.0f, 15 - e);
-        inv_s = ldexpf(1.0f, e - 15);
-#pragma unroll
-        for (int b = 0; b < 16; b += 2) {
-          const float x0 = __fmul_rn(v[b], sc), x1 = __fmul_rn(v[b + 1], sc);  // exact: powers of two
-          const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1);
-          // x − hi is exact
-          const __half l0 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x0, __half2float(h0))));
-          const __half l1 = TBE_MUTANT_SWAP(a, kSmallTableLoDropped, __float2half_rn(0.0f), __float2half_rn(__fsub_rn(x1, __half2float(h1))));
-          hw[b / 2] = pack_half2(h0, h1);
-          lw[b / 2] = pack_half2(l0, l1);
-        }
-      }
+      if (tensor) split_hi_lo(a, v, hi_lo_scale(mx, inv_s), hw, lw);
       uint4* hd = reinterpret_cast<uint4*>(hi_w + lane * kGradStride);
       uint4* ld = reinterpret_cast<uint4*>(lo_w + lane * kGradStride);
       hd[0] = make_uint4(hw[0], hw[1], hw[2], hw[3]);
