@@ -40,18 +40,14 @@
 # Logs and JSON in $OUT/ikbo-fa-logs.tar.xz (OUT default /tmp/out); a summary line per stage on
 # stdout.
 set -uo pipefail
+. "$(dirname "$0")/gpu_run_common.sh"
 cmd=${1:-}
 case "$cmd" in
   pack)
     build=${2:-build-cuda}
     dir=${3:-.gpu/ikbo-fa}
-    mkdir -p "$dir"
-    tar cf - -C "$build" tests/test_optimized bench/tbe-bench tools/tbe-verify \
-      | xz -T2 -3 > "$dir/bin.tar.xz" || exit 1
+    pack_bins "$build" "$dir" || exit 1
     if [ -n "${TRITON_IKBO:-}" ]; then cp "$TRITON_IKBO" "$dir/triton_ikbo_fa.py" || exit 1; fi
-    for v in ${VARIANTS:-}; do
-      xz -T2 -3 -c "${v#*=}" > "$dir/tbe-bench-${v%%=*}.xz" || exit 1
-    done
     for t in f16 bf16 f16_timed bf16_timed; do
       [ -x .peers/cutlass/88_hopper_fmha_$t ] && xz -T2 -3 -c .peers/cutlass/88_hopper_fmha_$t \
         > "$dir/88_hopper_fmha_$t.xz"
@@ -60,25 +56,10 @@ case "$cmd" in
     exit 0
     ;;
   run) ;;
-  *)
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-    exit 2
-    ;;
+  *) usage "$0" ;;
 esac
 
-root=$(pwd)
-dir=$(cd "${2:-.gpu/ikbo-fa}" && pwd) || exit 1
-# Logs and JSON go to a scratch folder and leave as one archive, $OUT/ikbo-fa-logs.tar.xz (the
-# device returns a limited number of files from $OUT: one file loses none)
-FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
-OUT=$(mktemp -d /tmp/ikbo-fa-logs.XXXXXX)
-trap 'tar cJf "$FINAL/ikbo-fa-logs.tar.xz" -C "$OUT" . && echo "logs: $FINAL/ikbo-fa-logs.tar.xz"' EXIT
-STAGES=",${STAGES:-tests,sanitizers,mainjob,bench,peers,cutlass},"
-bin=/tmp/ikbo-fa-bin; mkdir -p $bin
-xz -dc "$dir/bin.tar.xz" | tar xf - -C $bin || exit 1
-. "$root/bench/gpu_env.sh"
-T=$bin/tests/test_optimized; B=$bin/bench/tbe-bench; V=$bin/tools/tbe-verify
-want() { [[ $STAGES == *",$1,"* ]]; }
+start_run ikbo-fa "${2:-.gpu/ikbo-fa}" tests,sanitizers,mainjob,bench,peers,cutlass
 tail_tests="ikbo attention: more jobs than the persistent wgmma grid*,ikbo attention C19: exact tail tiles and S = 1,ikbo attention C22: empty key ranges give exact zeros"
 if want tests; then
   RC_PARAMS="max_success=${RC_N:-100}" step tests 240 $T "[attention]" -r compact

@@ -34,17 +34,13 @@
 # stdout. Time limits per step: T_LABEL (gpulabel, 420 s), T_MAIN (mainjob, 300), T_NCU (each ncu
 # run, 120).
 set -uo pipefail
+. "$(dirname "$0")/gpu_run_common.sh"
 cmd=${1:-}
 case "$cmd" in
   pack)
     build=${2:-build-cuda}
     dir=${3:-.gpu/small-table}
-    mkdir -p "$dir"
-    tar cf - -C "$build" tests/test_optimized bench/tbe-bench tools/tbe-verify \
-      | xz -T2 -3 > "$dir/bin.tar.xz" || exit 1
-    for v in ${VARIANTS:-}; do
-      xz -T2 -3 -c "${v#*=}" > "$dir/tbe-bench-${v%%=*}.xz" || exit 1
-    done
+    pack_bins "$build" "$dir" || exit 1
     if [ -f .peers/triton_table_batched_embeddings.py ] && [ -f .peers/tools/peer_tbe_triton.py ]; then
       mkdir -p "$dir/peers"
       cp .peers/triton_*.py .peers/tools/peer_tbe_triton.py "$dir/peers/" || exit 1
@@ -53,26 +49,11 @@ case "$cmd" in
     exit 0
     ;;
   run) ;;
-  *)
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-    exit 2
-    ;;
+  *) usage "$0" ;;
 esac
 
-root=$(pwd)
-dir=$(cd "${2:-.gpu/small-table}" && pwd) || exit 1
-# one archive leaves the device (it returns a limited number of files from $OUT)
-FINAL=${OUT:-/tmp/out}; mkdir -p "$FINAL"
-OUT=$(mktemp -d /tmp/small-table-logs.XXXXXX)
-# (rewritten after every stage too: a call cut at its time limit still returns what ran)
-save() { tar cJf "$FINAL/small-table-logs.tar.xz" -C "$OUT" .; }
-trap 'save && echo "logs: $FINAL/small-table-logs.tar.xz"' EXIT
-STAGES=",${STAGES:-tests,sanitizers,bench,peer},"
-bin=/tmp/small-table-bin; mkdir -p $bin
-xz -dc "$dir/bin.tar.xz" | tar xf - -C $bin || exit 1
-. "$root/bench/gpu_env.sh"
-T=$bin/tests/test_optimized; B=$bin/bench/tbe-bench; V=$bin/tools/tbe-verify
-want() { [[ $STAGES == *",$1,"* ]]; }
+# (logs archived after every stage too: a call cut at its time limit still returns what ran)
+start_run small-table "${2:-.gpu/small-table}" tests,sanitizers,bench,peer
 # racecheck / synccheck: both split-K kernels (block barriers; warp-private tiles) and the apply
 # kernel's exact sums (named exactly: racecheck is slow)
 race_tests="small-table backward: split-K blocks of several k-tiles*,small-table backward without the sort: rare rows*,small-table backward without the sort: a histogram that is not representable"
