@@ -100,14 +100,20 @@ __device__ __forceinline__ void load_count_tile(const std::uint16_t* counts, std
   }
 }
 
+// MEAN's divisor L of bag k (a global bag index: offsets[k + 1] − offsets[k] lookups), as the
+// float of the term fl(g / L).
+template <class Idx>
+__device__ __forceinline__ float bag_length(const Idx* offsets, std::int64_t k) {
+  return static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
+}
+
 // MEAN: the lookups of bag k0 + threadIdx.x (threads < 16; 0 past B), as the divisor fl(g / L).
 template <class Idx>
 __device__ __forceinline__ float load_bag_length(const Idx* offsets, std::int64_t first_bag,
                                                  std::int64_t B, std::int64_t k0) {
   const std::int64_t bag = k0 + threadIdx.x;
   if (threadIdx.x >= 16 || bag >= B) return 0.0f;
-  const std::int64_t k = first_bag + bag;
-  return static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
+  return bag_length(offsets, first_bag + bag);
 }
 
 template <class Grad, class Idx>
@@ -350,10 +356,7 @@ __global__ void __launch_bounds__(kStBlock) small_table_grad_split_k_warp(const 
     if (a.mean) {
       const std::int64_t bag = k0 + lane;
       len = 0.0f;
-      if (lane < 16 && bag < B) {
-        const std::int64_t k = ft.first_bag + bag;
-        len = static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
-      }
+      if (lane < 16 && bag < B) len = bag_length(offsets, ft.first_bag + bag);
     }
   };
   auto load_counts = [&](std::int64_t k0) {
@@ -539,11 +542,7 @@ __device__ __forceinline__ std::int64_t exact_row_sum(const SmallTableBackwardAr
   std::int64_t sl = 0;  // warp-uniform
   // acc += c · g'[bag] (the term form of the generic path: clip, then fl(g / L) for MEAN)
   auto add_bag = [&](std::int64_t bag, int c) {
-    float L = 0.0f;
-    if (a.mean) {
-      const std::int64_t k = ft.first_bag + bag;
-      L = static_cast<float>(static_cast<std::int64_t>(offsets[k + 1]) - static_cast<std::int64_t>(offsets[k]));
-    }
+    const float L = a.mean ? bag_length(offsets, ft.first_bag + bag) : 0.0f;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int col = 4 * lane + i;
