@@ -7,14 +7,18 @@
 //
 // Variants (same device inputs, uniform [-1, 1) rounded to the storage type):
 //   wgmma.kb128     AttentionKernel::Wgmma (the sm_90a kernel: TMA producer warpgroup, two wgmma
-//                   consumer warpgroups; AttentionKernel::Auto picks it on H100 / H200)
-//   wgmma.kb128.pingpong  the same with AttentionTuning::pingpong (the default): the consumer
-//                   warpgroups take turns on the tensor cores
-//   wgmma.kb128.pingpong.grouping-wide  the same after the CUB device-wide grouping instead of
-//                   the one-CTA one (AttentionTuning::grouping; Auto: one CTA for B <= 4096):
-//                   what the grouping's launches cost
-//   wgmma.kb128.pingpong.registers  the same with AttentionEpilogue::Registers: every thread
-//                   stores its output fragments from registers instead of the default TMA-store
+//                   consumer warpgroups; AttentionKernel::Auto picks it on H100 / H200) with the
+//                   default tuning: each warpgroup in the serial order, the two unordered
+//   wgmma.kb128.pingpong  AttentionTuning::pingpong: a job's first QKᵀ ordered between the
+//                   warpgroups
+//   wgmma.kb128.pingpong.pipelined  AttentionTuning::pipelined too (FA3's intra-warpgroup
+//                   pipeline, the warpgroups taking turns every tile: the default before session
+//                   18); wgmma.kb128.pipelined without the turns
+//   wgmma.kb128.grouping-wide  the default after the CUB device-wide grouping instead of the
+//                   one-CTA one (AttentionTuning::grouping; Auto: one CTA for B <= 4096): what
+//                   the grouping's launches cost
+//   wgmma.kb128.registers  the default with AttentionEpilogue::Registers: every thread stores
+//                   its output fragments from registers instead of the default TMA-store
 //                   epilogue (O staged in the job's Q buffer, written by TMA); what the stores cost
 //   mma-sync.kbK    AttentionOp with AttentionTuning::key_block = K (64, 128): the whole op as a
 //                   caller runs it (map check, the device grouping by user, the kernel)
@@ -96,24 +100,31 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       bool qreg;
       int stages;
       cuda::AttentionKernel kernel = cuda::AttentionKernel::MmaSync;
-      bool pingpong = true;
+      bool pingpong = false;
       cuda::AttentionGroupingBuild grouping = cuda::AttentionGroupingBuild::Auto;
       cuda::AttentionEpilogue epilogue = cuda::AttentionEpilogue::Auto;
+      bool pipelined = false;
     };
     constexpr auto kWide = cuda::AttentionGroupingBuild::DeviceWide;
     constexpr auto kAutoGrouping = cuda::AttentionGroupingBuild::Auto;
     constexpr auto kRegisters = cuda::AttentionEpilogue::Registers;
+    constexpr auto kAutoEpilogue = cuda::AttentionEpilogue::Auto;
     for (const Variant& kv : {Variant{64, false, 2}, {128, false, 2}, {128, true, 2},
                               {128, false, 3}, {128, true, 3},
                               {128, false, 2, cuda::AttentionKernel::Wgmma},
-                              {128, false, 2, cuda::AttentionKernel::Wgmma, false},
-                              {128, false, 2, cuda::AttentionKernel::Wgmma, true, kWide},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, true},
                               {128, false, 2, cuda::AttentionKernel::Wgmma, true, kAutoGrouping,
+                               kAutoEpilogue, true},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, false, kAutoGrouping,
+                               kAutoEpilogue, true},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, false, kWide},
+                              {128, false, 2, cuda::AttentionKernel::Wgmma, false, kAutoGrouping,
                                kRegisters}}) {
       if (c.kernel != "all" && c.kernel != cuda::to_string(kv.kernel)) continue;
       cuda::AttentionTuning tuning;
       tuning.kernel = kv.kernel;
       tuning.pingpong = kv.pingpong;
+      tuning.pipelined = kv.pipelined;
       tuning.key_block = kv.kb;
       tuning.q_in_registers = kv.qreg;
       tuning.kv_stages = kv.stages;
@@ -127,6 +138,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       const std::string variant =
           kv.kernel == cuda::AttentionKernel::Wgmma
               ? std::string("wgmma.kb128") + (kv.pingpong ? ".pingpong" : "") +
+                    (kv.pipelined ? ".pipelined" : "") +
                     (kv.grouping == kWide ? ".grouping-wide" : "") +
                     (kv.epilogue == kRegisters ? ".registers" : "") + map_name
               : "mma-sync.kb" + std::to_string(kv.kb) + (kv.qreg ? ".qreg" : "") +
@@ -135,7 +147,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       const double pct = 100.0 * tflops / c.gemm_bf16;
       std::string paths;
       for (const auto& x : op.paths()) paths += x + " ";
-      std::printf("%-6s %6lld %5lld %-28s %8.3f %8.3f %8.3f %8.1f %7.1f%%  %s\n",
+      std::printf("%-6s %6lld %5lld %-31s %8.3f %8.3f %8.3f %8.1f %7.1f%%  %s\n",
                   to_string(t).c_str(), static_cast<long long>(S), static_cast<long long>(U),
                   variant.c_str(), tm.median_ms, tm.min_ms, tm.max_ms, tflops, pct, paths.c_str());
       std::fflush(stdout);
@@ -168,7 +180,7 @@ int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
               prop.name, c.gemm_bf16, static_cast<long long>(args.batch),
               static_cast<long long>(kH), static_cast<long long>(kNSeed),
               static_cast<long long>(c.dh), static_cast<long long>(kCandidatesPerUser));
-  std::printf("%-6s %6s %5s %-28s %8s %8s %8s %8s %8s  %s\n", "dtype", "S", "U", "variant",
+  std::printf("%-6s %6s %5s %-31s %8s %8s %8s %8s %8s  %s\n", "dtype", "S", "U", "variant",
               "med_ms", "min_ms", "max_ms", "TFLOP/s", "%cuBLAS", "paths");
   for (DType t : args.dtypes)
     for (std::int64_t S : args.seqs) run_shape(c, args.batch, S, t, args.unsorted);

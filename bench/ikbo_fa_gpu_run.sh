@@ -123,7 +123,7 @@ if want variants; then
   fi
   for r in 1 2; do
     for v in packed "${names[@]}"; do
-      FA_BIN=$B FA_ROWS="wgmma.kb128.pingpong  "
+      FA_BIN=$B FA_ROWS="wgmma.kb128  "
       [ "$v" = packed ] || FA_BIN=$bin/tbe-bench-$v
       for t in bf16 fp16; do
         fa fa_var_${v}_${t}_r$r --dtype $t --kernel wgmma

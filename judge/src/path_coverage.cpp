@@ -44,7 +44,7 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "lce.decomposed",  "lce.padded-k",         "lce.fused-epilogue",
       "lce.l2-chunked",  "lce.user-gemm.cublas", "lce.candidate-gemm.cublas",
       "lce.gather-add",  "attention.grouping.one-cta", "attention.grouping.cub-sort-rle",
-      "attention.wgmma.dh128.kb128.stages2.pingpong",
+      "attention.wgmma.dh128.kb128.stages2",
       "attention.mma-sync.dh128.kb128.qreg.stages3", "attention.epilogue.tma-store"};
   switch (f) {
     case PathFamily::Forward: return forward;

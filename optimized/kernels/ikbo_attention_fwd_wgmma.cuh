@@ -31,10 +31,16 @@
 //                       l = α·l + Σ P (FP32 P)
 //       O = α·O + RN_st(P) · V   wgmma m64nDhk16, P from registers (the S accumulator layout is
 //                       the A fragment layout), V MN-major in shared memory
-//     software-pipelined inside the warpgroup: tile t's QKᵀ is issued before tile t − 1's PV, and
-//     the softmax of tile t runs while that PV is in flight; O is rescaled by α_{t−1} between
-//     the two issues (while the QKᵀ runs, as FlashAttention-3 does), not after the PV completes,
-//     so the chain from a PV's completion to the next issue is only the packing of P.
+//     in one of two orders (AttentionTuning::pipelined, bitwise the same output):
+//     serial (the default; CUTLASS example 88's order): S_t = Q K_tᵀ, one wait (which also
+//       completes P_{t−1} V_{t−1}), the softmax, O · α_t, then P_t V_t issued without a wait; the
+//       other warpgroup's MMAs keep the tensor cores busy meanwhile. Measured on the H100 against
+//       the pipelined order with ping-pong: +0-7% at S >= 4096, 1-7% slower at S <= 1024
+//       (bench/results/README.md, session 18).
+//     pipelined (FlashAttention-3's intra-warpgroup order): tile t's QKᵀ is issued before tile
+//       t − 1's PV, the softmax of tile t runs while that PV is in flight, and O is rescaled by
+//       α_{t−1} between the two issues.
+//     Either way O_t = α_t·O_{t−1} + RN_st(P_t)·V_t, the rescale before the MMA that accumulates.
 //   out = RN_st(O · (1/l)): with a.tma_store, a warpgroup whose 64 rows are consecutive rows of
 //     out stages them in its rows of the job's Q buffer and writes them with TMA stores (its
 //     thread 0 waits for their reads before it releases the buffer at the next job's start);
@@ -225,7 +231,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[kBN / 2], std::uint32_t 
   }
 }
 
-template <class T, int kDh, int kStages, bool kPingpong>
+template <class T, int kDh, int kStages, bool kPingpong, bool kPipelined>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_fwd_wgmma_kernel(const AttentionArgs a, const __grid_constant__ CUtensorMap tm_k,
                                const __grid_constant__ CUtensorMap tm_v,
@@ -479,8 +485,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // kPingpong (AttentionTuning::pingpong): the two consumer warpgroups take turns issuing their
   // MMAs (named barriers 3 + cw: a warpgroup waits for its turn, issues, hands the turn over), so
-  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. In every job with key
-  // tiles each warpgroup has n_tiles + 1 turns, warpgroup 0 first. Warpgroup 1 hands its last turn
+  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. Pipelined order: in
+  // every job with key tiles each warpgroup has n_tiles + 1 turns, warpgroup 0 first. Serial
+  // order: one turn per job, its first QKᵀ (as CUTLASS orders only a job's first QKᵀ); warpgroup
+  // 1 hands the turn back at the job's end. Warpgroup 1 hands its last turn
   // of a job over to warpgroup 0's first of the next job when that one has key tiles (so
   // warpgroup 0's next QKᵀ is not behind warpgroup 1's last PV, output stores and job setup), else
   // it grants that first turn when the next job with tiles starts: one arrival per turn, so the
@@ -533,6 +541,41 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (cw == 1 && n_tiles > 0 && !turn_granted) named_barrier_arrive(3, 256);
     }
     turn_granted = false;
+    if constexpr (!kPipelined) {
+    if (n_tiles > 0) {
+      // per tile: S_t = Q K_tᵀ (waits for P_{t−1} V_{t−1} too), softmax, O · α_t, O += P_t V_t
+      // issued without a wait (the other warpgroup's MMAs fill the tensor cores meanwhile)
+      for (std::int64_t tile = 0; tile < n_tiles; ++tile) {
+        const int sc = stage_of(tile);
+        mbar_wait(full_k(sc), parity_of(tile));
+        if (tile == 0) turn_wait();
+        issue_qk(sc, qb);
+        if (tile == 0 && cw == 0) turn_pass(false);
+        wgmma_wait<0>();
+        fence_regs(s);
+        fence_regs(o);
+        fence_regs(p);
+        release_k(sc);
+        if (tile > 0) release_v(stage_of(tile - 1));
+        softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
+        rescale();
+        pack_p<T>(s, p);
+        mbar_wait(full_v(sc), parity_of(tile));
+        fence_regs(p);
+        issue_pv(sc);
+      }
+      bool next_has_tiles = false;
+      if (job + job_step < jobs) {
+        slot_ready(i + 1);
+        next_has_tiles = tiles_of(slot_field_lane0(slots[qb ^ 1].cta.n, lane)) > 0;
+      }
+      if (cw == 1) turn_pass(!next_has_tiles);
+      turn_granted = next_has_tiles;
+      wgmma_wait<0>();
+      fence_regs(o);
+      release_v(stage_of(n_tiles - 1));
+    }
+    } else {
     if (n_tiles > 0) {
       // tile 0: S, softmax, P
       mbar_wait(full_k(stage_of(0)), parity_of(0));
@@ -584,6 +627,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       fence_regs(o);
       release_v(sl);
+    }
     }
     g0 += static_cast<std::uint64_t>(n_tiles);
 
@@ -653,8 +697,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-/// Launches attention_fwd_wgmma_kernel<T, kDh, Policy::stages(kDh), a.pingpong> for a.Dh (64 or
-/// 128).
+/// Launches attention_fwd_wgmma_kernel<T, kDh, Policy::stages(kDh), a.pingpong, a.pipelined> for
+/// a.Dh (64 or 128).
 template <class T>
 void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
   const bool bf16 = std::is_same_v<T, __nv_bfloat16>;
@@ -685,12 +729,19 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
     check_launch("ikbo attention forward (wgmma)");
   };
   constexpr int kS64 = Policy::stages(64), kS128 = Policy::stages(128);
-  if (a.Dh == 64) {
-    if (a.pingpong) return go(attention_fwd_wgmma_kernel<T, 64, kS64, true>, Layout<64, kS64>::kAlloc);
-    return go(attention_fwd_wgmma_kernel<T, 64, kS64, false>, Layout<64, kS64>::kAlloc);
-  }
-  if (a.pingpong) return go(attention_fwd_wgmma_kernel<T, 128, kS128, true>, Layout<128, kS128>::kAlloc);
-  go(attention_fwd_wgmma_kernel<T, 128, kS128, false>, Layout<128, kS128>::kAlloc);
+  // (Dh, a.pingpong, a.pipelined): one instantiation each
+  auto pick = [&](auto dh, auto stages) {
+    constexpr int kD = decltype(dh)::value, kS = decltype(stages)::value;
+    using L = Layout<kD, kS>;
+    if (a.pingpong) {
+      if (a.pipelined) return go(attention_fwd_wgmma_kernel<T, kD, kS, true, true>, L::kAlloc);
+      return go(attention_fwd_wgmma_kernel<T, kD, kS, true, false>, L::kAlloc);
+    }
+    if (a.pipelined) return go(attention_fwd_wgmma_kernel<T, kD, kS, false, true>, L::kAlloc);
+    go(attention_fwd_wgmma_kernel<T, kD, kS, false, false>, L::kAlloc);
+  };
+  if (a.Dh == 64) return pick(std::integral_constant<int, 64>{}, std::integral_constant<int, kS64>{});
+  pick(std::integral_constant<int, 128>{}, std::integral_constant<int, kS128>{});
 }
 
 }  // namespace attention_wgmma

@@ -91,7 +91,8 @@ struct AttentionArgs {
   bool q_in_registers = false;       ///< Q fragments held in registers (key_block 128 only)
   int kv_stages = 2;                 ///< K/V tiles in the cp.async ring: 2, or 3 (key_block 128)
   bool wgmma = false;                ///< the sm_90a kernel (TMA, wgmma, warp specialization)
-  bool pingpong = true;              ///< wgmma: consumer warpgroups take turns on the MMAs
+  bool pingpong = false;             ///< wgmma: consumer warpgroups take turns on the MMAs
+  bool pipelined = false;            ///< wgmma: FA3's intra-warpgroup order (else serial)
   /// wgmma: a consumer warpgroup whose 64 rows are 64 consecutive rows of out stages RN(O / l) in
   /// its (then free) Q buffer and writes them with TMA stores (a tensor map over out [B·n_seed,
   /// H·Dh], boxes of 64 × 64); other row blocks are written from registers. Bitwise the same out.

@@ -230,7 +230,7 @@ AttentionOp::AttentionOp(const ikbo::AttentionProblem& p, Validated, const Atten
     P.paths.push_back("attention.wgmma.dh" + s(p.Dh) + ".kb" +
                       s(tuning::AttentionWgmma::kKeyBlock) + ".stages" +
                       s(tuning::AttentionWgmma::stages(static_cast<int>(p.Dh))) +
-                      (tuning.pingpong ? ".pingpong" : ""));
+                      (tuning.pingpong ? ".pingpong" : "") + (tuning.pipelined ? ".pipelined" : ""));
   else
     P.paths.push_back("attention.mma-sync.dh" + s(p.Dh) + ".kb" + s(tuning.key_block) +
                       (tuning.q_in_registers ? ".qreg" : "") +
@@ -354,6 +354,7 @@ void AttentionOp::run(void* d_out, void* d_workspace, cudaStream_t stream) {
   a.kv_stages = P.tuning.kv_stages;
   a.wgmma = P.kernel == AttentionKernel::Wgmma;
   a.pingpong = P.tuning.pingpong;
+  a.pipelined = P.tuning.pipelined;
   a.tma_store = P.tma_store;
   a.epilogue_counts = g.epilogue_counts;
   P.epilogue_counts = g.epilogue_counts;

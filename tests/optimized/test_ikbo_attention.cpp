@@ -39,21 +39,30 @@ struct Variant {
   bool q_in_registers;
   int kv_stages;
   cuda::AttentionKernel kernel = cuda::AttentionKernel::MmaSync;
-  bool pingpong = true;  // wgmma only
+  bool pingpong = false;  // wgmma only
   cuda::AttentionEpilogue epilogue = cuda::AttentionEpilogue::Auto;  // wgmma: TMA store
+  bool pipelined = false;  // wgmma only: FA3's intra-warpgroup order (else serial)
 };
+/// The wgmma kernel's schedules: the default (serial order, warpgroups unordered), ping-pong in
+/// the serial order (a job's first QKᵀ ordered), and FA3's pipelined order with ping-pong every
+/// tile (the default before session 18); all bitwise the same output.
 constexpr Variant kWgmma{128, false, 2, cuda::AttentionKernel::Wgmma};
-constexpr Variant kWgmmaNoPingpong{128, false, 2, cuda::AttentionKernel::Wgmma, false};
-constexpr Variant kWgmmaRegisters{128, false, 2, cuda::AttentionKernel::Wgmma, true,
+constexpr Variant kWgmmaPingpong{128, false, 2, cuda::AttentionKernel::Wgmma, true};
+constexpr Variant kWgmmaPipelined{128, false, 2, cuda::AttentionKernel::Wgmma, true,
+                                  cuda::AttentionEpilogue::Auto, true};
+constexpr Variant kWgmmaPipelinedNoPingpong{128, false, 2, cuda::AttentionKernel::Wgmma, false,
+                                            cuda::AttentionEpilogue::Auto, true};
+constexpr Variant kWgmmaRegisters{128, false, 2, cuda::AttentionKernel::Wgmma, false,
                                   cuda::AttentionEpilogue::Registers};
 constexpr Variant kVariants[] = {{64, false, 2}, {128, false, 2}, {128, true, 2},
                                  {128, false, 3}, {128, true, 3}, kWgmma,
-                                 kWgmmaNoPingpong, kWgmmaRegisters};
+                                 kWgmmaPingpong, kWgmmaPipelined, kWgmmaRegisters};
 
 cuda::AttentionTuning tuning_of(Variant kv) {
   cuda::AttentionTuning t;
   t.kernel = kv.kernel;
   t.pingpong = kv.pingpong;
+  t.pipelined = kv.pipelined;
   t.epilogue = kv.epilogue;
   t.key_block = kv.key_block;
   t.q_in_registers = kv.q_in_registers;
@@ -66,7 +75,8 @@ cuda::AttentionTuning tuning_kb(int key_block) { return tuning_of({key_block, fa
 /// "mma-sync.kb128.qreg.stages3", "wgmma": the variant's name in test logs.
 std::string label(Variant kv) {
   if (kv.kernel == cuda::AttentionKernel::Wgmma)
-    return std::string(kv.pingpong ? "wgmma.pingpong" : "wgmma") +
+    return std::string("wgmma") + (kv.pingpong ? ".pingpong" : "") +
+           (kv.pipelined ? ".pipelined" : "") +
            (kv.epilogue == cuda::AttentionEpilogue::Registers ? ".registers" : "");
   return "mma-sync.kb" + std::to_string(kv.key_block) + (kv.q_in_registers ? ".qreg" : "") +
          (kv.kv_stages == 3 ? ".stages3" : "");
@@ -77,7 +87,7 @@ std::string kernel_path(Variant kv, std::int64_t Dh) {
   const std::string dh = ".dh" + std::to_string(Dh);
   if (kv.kernel == cuda::AttentionKernel::Wgmma)
     return "attention.wgmma" + dh + ".kb128.stages" + (Dh == 64 ? "3" : "2") +
-           (kv.pingpong ? ".pingpong" : "");
+           (kv.pingpong ? ".pingpong" : "") + (kv.pipelined ? ".pipelined" : "");
   return "attention.mma-sync" + dh + label(kv).substr(std::string("mma-sync").size());
 }
 
@@ -188,7 +198,7 @@ TEST_CASE("ikbo attention: more jobs than the persistent wgmma grid, several per
           const ikbo::AttentionCase c = ikbo::make_attention_case(
               shape(2048, 128, 16, 2, Dh, 200, jagged), policy(st), map, 900 + i++);
           const ikbo::AttentionProblem p = c.view();
-          for (Variant kv : {kWgmma, kWgmmaNoPingpong, Variant{128, true, 3}}) {
+          for (Variant kv : {kWgmma, kWgmmaPingpong, kWgmmaPipelined, Variant{128, true, 3}}) {
             if (kv.kernel == cuda::AttentionKernel::Wgmma &&
                 auto_kernel() != cuda::AttentionKernel::Wgmma)
               continue;  // no sm_90a device: the mma.sync row still runs
@@ -487,8 +497,8 @@ TEST_CASE("ikbo attention C21: every variant in the enclosure, each bitwise stab
   }
   // Q in registers and the 3-stage ring feed the same MMA operands in the same order as the
   // key block 128 kernel with Q read from shared memory and 2 stages: bitwise equal outputs
-  // (the wgmma kernel sums in another order: the enclosure only, checked above; with and without
-  // its ping-pong schedule it is bitwise the same)
+  // (the wgmma kernel sums in another order: the enclosure only, checked above; its schedules,
+  // ping-pong or not, serial or pipelined, are bitwise the same)
   for (DType st : {DType::BF16, DType::F16})
     for (std::int64_t Dh : {64, 128}) {
       const ikbo::AttentionCase d = ikbo::make_attention_case(shape(21, 5, 9, 2, Dh, 300, true),
@@ -500,10 +510,12 @@ TEST_CASE("ikbo attention C21: every variant in the enclosure, each bitwise stab
           INFO(to_string(st) << " Dh=" << Dh << " " << label(kv));
           REQUIRE(run_attention_gpu(d.view(), tuning_of(kv)).output == base.output);
         }
-      INFO(to_string(st) << " Dh=" << Dh << " wgmma with and without ping-pong");
       const AttentionOutcome w = run_attention_gpu(d.view(), tuning_of(kWgmma));
       REQUIRE(w.kind == AttentionOutcome::Kind::Ok);
-      REQUIRE(run_attention_gpu(d.view(), tuning_of(kWgmmaNoPingpong)).output == w.output);
+      for (Variant kv : {kWgmmaPingpong, kWgmmaPipelined, kWgmmaPipelinedNoPingpong}) {
+        INFO(to_string(st) << " Dh=" << Dh << " " << label(kv) << " vs the default wgmma schedule");
+        REQUIRE(run_attention_gpu(d.view(), tuning_of(kv)).output == w.output);
+      }
     }
 }
 

@@ -98,9 +98,20 @@ struct AttentionTuning {
   /// key count before any device query, the device in the constructor).
   AttentionKernel kernel = AttentionKernel::Auto;
   /// Wgmma only: the two consumer warpgroups take turns issuing their MMAs (named barriers), so
-  /// one's softmax overlaps the other's tensor-core work (FA3's "ping-pong" schedule). Placement
-  /// only: bitwise the same output either way.
-  bool pingpong = true;
+  /// one's softmax overlaps the other's tensor-core work (FA3's "ping-pong" schedule; with
+  /// pipelined = false only a job's first QKᵀ is ordered). Placement only: bitwise the same
+  /// output either way. Off by default: the unordered warpgroups measured faster (H100, session 18,
+  /// bench/results/README.md).
+  bool pingpong = false;
+  /// Wgmma only: the order inside a consumer warpgroup. true: FlashAttention-3's software
+  /// pipeline (tile t's QKᵀ issued before tile t − 1's PV, that PV in flight during tile t's
+  /// softmax); false (default): CUTLASS example 88's serial order (QKᵀ, wait, softmax, PV issued
+  /// without a wait; the other warpgroup fills the tensor cores). Against the pipelined order with
+  /// ping-pong (the default before), measured on the H100 at Dh = 128: +0-7% at S >= 4096 and
+  /// +10% at every S for Dh = 64, but 1-7% slower at S <= 1024 (bench/results/README.md, session
+  /// 18): a caller with short key ranges may set pipelined = pingpong = true. Bitwise the same
+  /// output either way.
+  bool pipelined = false;
   /// Keys per shared-memory K/V tile (and per online-softmax step): 64 or 128. The default is
   /// the fastest variant measured on the H200 (key block 128, Q in registers, 3 K/V stages:
   /// bench/results/README.md "IKBO attention"); key block 64 needs q_in_registers = false and
