@@ -133,7 +133,9 @@ void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
   sub->footer(
       "Times tbe::cuda::AttentionOp (map check, device grouping by user, attention kernel):\n"
       "the mma.sync kernel's five tunings (key block 64, key block 128 [+ Q in registers]\n"
-      "[+ 3 stages]) and the wgmma kernel with and without ping-pong (or --kernel K) on the\n"
+      "[+ 3 stages]) and the wgmma kernel's schedules (default serial order; ping-pong;\n"
+      "FA3's pipelined order with and without ping-pong; device-wide grouping; register\n"
+      "epilogue) (or --kernel K) on the\n"
       "ikbo-fa shape: B candidates (default 2048), H=2, n_seed=64, Dh=128 (or --dh 64), 64\n"
       "candidates per user, S in {512, ..., 16384} (or --seq), BF16 and FP16 (or --dtype).\n"
       "CUDA events, median / min / max over N iterations after warm-up, L2\n"

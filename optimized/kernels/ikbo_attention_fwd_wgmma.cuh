@@ -35,7 +35,7 @@
 //     serial (the default; CUTLASS example 88's order): S_t = Q K_tᵀ, one wait (which also
 //       completes P_{t−1} V_{t−1}), the softmax, O · α_t, then P_t V_t issued without a wait; the
 //       other warpgroup's MMAs keep the tensor cores busy meanwhile. Measured on the H100 against
-//       the pipelined order with ping-pong: +0-7% at S >= 4096, 1-7% slower at S <= 1024
+//       the pipelined order with ping-pong: +0-7% at S >= 4096, up to 7% slower at S <= 1024
 //       (bench/results/README.md, session 18).
 //     pipelined (FlashAttention-3's intra-warpgroup order): tile t's QKᵀ is issued before tile
 //       t − 1's PV, the softmax of tile t runs while that PV is in flight, and O is rescaled by

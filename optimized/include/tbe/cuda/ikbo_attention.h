@@ -108,8 +108,9 @@ struct AttentionTuning {
   /// softmax); false (default): CUTLASS example 88's serial order (QKᵀ, wait, softmax, PV issued
   /// without a wait; the other warpgroup fills the tensor cores). Against the pipelined order with
   /// ping-pong (the default before), measured on the H100 at Dh = 128: +0-7% at S >= 4096 and
-  /// +10% at every S for Dh = 64, but 1-7% slower at S <= 1024 (bench/results/README.md, session
-  /// 18): a caller with short key ranges may set pipelined = pingpong = true. Bitwise the same
+  /// +10% at every S for Dh = 64; at S <= 1024 up to 7% slower in one call and level in another
+  /// (bench/results/README.md, session 18), so a caller with short key ranges may try
+  /// pipelined = pingpong = true. Bitwise the same
   /// output either way.
   bool pipelined = false;
   /// Keys per shared-memory K/V tile (and per online-softmax step): 64 or 128. The default is
