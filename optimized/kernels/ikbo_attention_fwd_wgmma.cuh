@@ -485,10 +485,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // kPingpong (AttentionTuning::pingpong): the two consumer warpgroups take turns issuing their
   // MMAs (named barriers 3 + cw: a warpgroup waits for its turn, issues, hands the turn over), so
-  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. Pipelined order: in
-  // every job with key tiles each warpgroup has n_tiles + 1 turns, warpgroup 0 first. Serial
-  // order: one turn per job, its first QKᵀ (as CUTLASS orders only a job's first QKᵀ); warpgroup
-  // 1 hands the turn back at the job's end. Warpgroup 1 hands its last turn
+  // one warpgroup's softmax runs while the other's MMAs use the tensor cores. In every job with key
+  // tiles each warpgroup has n_tiles + 1 turns in the pipelined order, one (the job's first QKᵀ,
+  // as CUTLASS orders) in the serial order; warpgroup 0 first. Warpgroup 1 hands its last turn
   // of a job over to warpgroup 0's first of the next job when that one has key tiles (so
   // warpgroup 0's next QKᵀ is not behind warpgroup 1's last PV, output stores and job setup), else
   // it grants that first turn when the next job with tiles starts: one arrival per turn, so the
@@ -541,93 +540,88 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (cw == 1 && n_tiles > 0 && !turn_granted) named_barrier_arrive(3, 256);
     }
     turn_granted = false;
-    if constexpr (!kPipelined) {
+    // does the next job have key tiles (warpgroup 1 hands its last turn of this job to it)? Its
+    // slot is the loader's, a job ahead: waiting here costs nothing the next job would not wait
+    auto next_job_has_tiles = [&]() {
+      if (job + job_step >= jobs) return false;
+      slot_ready(i + 1);
+      return tiles_of(slot_field_lane0(slots[qb ^ 1].cta.n, lane)) > 0;
+    };
+    // the job's last PV completes: O is final, its V stage free
+    auto finish_last_pv = [&](int stage) {
+      wgmma_wait<0>();
+      fence_regs(o);
+      release_v(stage);
+    };
     if (n_tiles > 0) {
-      // per tile: S_t = Q K_tᵀ (waits for P_{t−1} V_{t−1} too), softmax, O · α_t, O += P_t V_t
-      // issued without a wait (the other warpgroup's MMAs fill the tensor cores meanwhile)
-      for (std::int64_t tile = 0; tile < n_tiles; ++tile) {
-        const int sc = stage_of(tile);
-        mbar_wait(full_k(sc), parity_of(tile));
-        if (tile == 0) turn_wait();
-        issue_qk(sc, qb);
-        if (tile == 0 && cw == 0) turn_pass(false);
+      if constexpr (!kPipelined) {
+        // per tile: S_t = Q K_tᵀ (waits for P_{t−1} V_{t−1} too), softmax, O · α_t, O += P_t V_t
+        // issued without a wait (the other warpgroup's MMAs fill the tensor cores meanwhile)
+        for (std::int64_t tile = 0; tile < n_tiles; ++tile) {
+          const int sc = stage_of(tile);
+          mbar_wait(full_k(sc), parity_of(tile));
+          if (tile == 0) turn_wait();
+          issue_qk(sc, qb);
+          if (tile == 0 && cw == 0) turn_pass(false);
+          wgmma_wait<0>();
+          fence_regs(s);
+          fence_regs(o);
+          fence_regs(p);
+          release_k(sc);
+          if (tile > 0) release_v(stage_of(tile - 1));
+          softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
+          rescale();
+          pack_p<T>(s, p);
+          mbar_wait(full_v(sc), parity_of(tile));
+          fence_regs(p);
+          issue_pv(sc);
+        }
+        const bool next_has_tiles = next_job_has_tiles();
+        if (cw == 1) turn_pass(!next_has_tiles);
+        turn_granted = next_has_tiles;
+        finish_last_pv(stage_of(n_tiles - 1));
+      } else {
+        // tile 0: S, softmax, P
+        mbar_wait(full_k(stage_of(0)), parity_of(0));
+        turn_wait();
+        issue_qk(stage_of(0), qb);
+        turn_pass(false);
         wgmma_wait<0>();
         fence_regs(s);
-        fence_regs(o);
-        fence_regs(p);
-        release_k(sc);
-        if (tile > 0) release_v(stage_of(tile - 1));
-        softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
-        rescale();
-        pack_p<T>(s, p);
-        mbar_wait(full_v(sc), parity_of(tile));
-        fence_regs(p);
-        issue_pv(sc);
-      }
-      bool next_has_tiles = false;
-      if (job + job_step < jobs) {
-        slot_ready(i + 1);
-        next_has_tiles = tiles_of(slot_field_lane0(slots[qb ^ 1].cta.n, lane)) > 0;
-      }
-      if (cw == 1) turn_pass(!next_has_tiles);
-      turn_granted = next_has_tiles;
-      wgmma_wait<0>();
-      fence_regs(o);
-      release_v(stage_of(n_tiles - 1));
-    }
-    } else {
-    if (n_tiles > 0) {
-      // tile 0: S, softmax, P
-      mbar_wait(full_k(stage_of(0)), parity_of(0));
-      turn_wait();
-      issue_qk(stage_of(0), qb);
-      turn_pass(false);
-      wgmma_wait<0>();
-      fence_regs(s);
-      release_k(stage_of(0));
-      softmax_tile(s, st, alpha, 0, n, cq, c2, a);
-      pack_p<T>(s, p);  // (α = 0: O is still 0, the rescale before the first PV keeps it 0)
-      for (std::int64_t tile = 1; tile < n_tiles; ++tile) {
-        const int sc = stage_of(tile), sp = stage_of(tile - 1);
-        mbar_wait(full_k(sc), parity_of(tile));
-        mbar_wait(full_v(sp), parity_of(tile - 1));
+        release_k(stage_of(0));
+        softmax_tile(s, st, alpha, 0, n, cq, c2, a);
+        pack_p<T>(s, p);  // (α = 0: O is still 0, the rescale before the first PV keeps it 0)
+        for (std::int64_t tile = 1; tile < n_tiles; ++tile) {
+          const int sc = stage_of(tile), sp = stage_of(tile - 1);
+          mbar_wait(full_k(sc), parity_of(tile));
+          mbar_wait(full_v(sp), parity_of(tile - 1));
+          fence_regs(p);
+          turn_wait();
+          issue_qk(sc, qb);                  // S_t = Q K_tᵀ
+          rescale();                         // O · α_{t−1} while S_t runs, before P_{t−1} V_{t−1}
+          issue_pv(sp);                      // O += P_{t−1} V_{t−1}
+          turn_pass(false);
+          wgmma_wait<1>();                   // S_t landed (PV still in flight): K_t is free
+          fence_regs(s);
+          release_k(sc);
+          softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
+          wgmma_wait<0>();                   // PV done: O, P and stage sp are free
+          fence_regs(o);
+          fence_regs(p);
+          release_v(sp);
+          pack_p<T>(s, p);
+        }
+        const bool next_has_tiles = next_job_has_tiles();
+        const int sl = stage_of(n_tiles - 1);
+        mbar_wait(full_v(sl), parity_of(n_tiles - 1));
         fence_regs(p);
         turn_wait();
-        issue_qk(sc, qb);                  // S_t = Q K_tᵀ
-        rescale();                         // O · α_{t−1} while S_t runs, before P_{t−1} V_{t−1}
-        issue_pv(sp);                      // O += P_{t−1} V_{t−1}
-        turn_pass(false);
-        wgmma_wait<1>();                   // S_t landed (PV still in flight): K_t is free
-        fence_regs(s);
-        release_k(sc);
-        softmax_tile(s, st, alpha, tile * kBN, n, cq, c2, a);
-        wgmma_wait<0>();                   // PV done: O, P and stage sp are free
-        fence_regs(o);
-        fence_regs(p);
-        release_v(sp);
-        pack_p<T>(s, p);
+        rescale();  // O · α of the last tile
+        issue_pv(sl);
+        turn_pass(!next_has_tiles);
+        turn_granted = next_has_tiles;
+        finish_last_pv(sl);
       }
-    }
-    if (n_tiles > 0) {
-      // does the next job have key tiles (warpgroup 1 hands its last turn to it)? Its slot is
-      // the loader's, a job ahead: waiting here costs nothing the next job would not wait anyway
-      bool next_has_tiles = false;
-      if (job + job_step < jobs) {
-        slot_ready(i + 1);
-        next_has_tiles = tiles_of(slot_field_lane0(slots[qb ^ 1].cta.n, lane)) > 0;
-      }
-      const int sl = stage_of(n_tiles - 1);
-      mbar_wait(full_v(sl), parity_of(n_tiles - 1));
-      fence_regs(p);
-      turn_wait();
-      rescale();  // O · α of the last tile
-      issue_pv(sl);
-      turn_pass(!next_has_tiles);
-      turn_granted = next_has_tiles;
-      wgmma_wait<0>();
-      fence_regs(o);
-      release_v(sl);
-    }
     }
     g0 += static_cast<std::uint64_t>(n_tiles);
 
@@ -728,10 +722,9 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
     kernel<<<grid, kThreads, smem, stream>>>(a, tk, tv, tq, to);
     check_launch("ikbo attention forward (wgmma)");
   };
-  constexpr int kS64 = Policy::stages(64), kS128 = Policy::stages(128);
   // (Dh, a.pingpong, a.pipelined): one instantiation each
-  auto pick = [&](auto dh, auto stages) {
-    constexpr int kD = decltype(dh)::value, kS = decltype(stages)::value;
+  auto pick = [&](auto dh) {
+    constexpr int kD = decltype(dh)::value, kS = Policy::stages(kD);
     using L = Layout<kD, kS>;
     if (a.pingpong) {
       if (a.pipelined) return go(attention_fwd_wgmma_kernel<T, kD, kS, true, true>, L::kAlloc);
@@ -740,8 +733,8 @@ void launch_fwd_wgmma_typed(const AttentionArgs& a, cudaStream_t stream) {
     if (a.pipelined) return go(attention_fwd_wgmma_kernel<T, kD, kS, false, true>, L::kAlloc);
     go(attention_fwd_wgmma_kernel<T, kD, kS, false, false>, L::kAlloc);
   };
-  if (a.Dh == 64) return pick(std::integral_constant<int, 64>{}, std::integral_constant<int, kS64>{});
-  pick(std::integral_constant<int, 128>{}, std::integral_constant<int, kS128>{});
+  if (a.Dh == 64) return pick(std::integral_constant<int, 64>{});
+  pick(std::integral_constant<int, 128>{});
 }
 
 }  // namespace attention_wgmma

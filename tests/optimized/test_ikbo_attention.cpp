@@ -73,11 +73,15 @@ cuda::AttentionTuning tuning_of(Variant kv) {
 
 cuda::AttentionTuning tuning_kb(int key_block) { return tuning_of({key_block, false, 2}); }
 
+/// The wgmma schedule's suffix of a name or path: "", ".pingpong", ".pipelined" or both.
+std::string wgmma_schedule(Variant kv) {
+  return std::string(kv.pingpong ? ".pingpong" : "") + (kv.pipelined ? ".pipelined" : "");
+}
+
 /// "mma-sync.kb128.qreg.stages3", "wgmma": the variant's name in test logs.
 std::string label(Variant kv) {
   if (kv.kernel == cuda::AttentionKernel::Wgmma)
-    return std::string("wgmma") + (kv.pingpong ? ".pingpong" : "") +
-           (kv.pipelined ? ".pipelined" : "") +
+    return "wgmma" + wgmma_schedule(kv) +
            (kv.epilogue == cuda::AttentionEpilogue::Registers ? ".registers" : "");
   return "mma-sync.kb" + std::to_string(kv.key_block) + (kv.q_in_registers ? ".qreg" : "") +
          (kv.kv_stages == 3 ? ".stages3" : "");
@@ -87,8 +91,7 @@ std::string label(Variant kv) {
 std::string kernel_path(Variant kv, std::int64_t Dh) {
   const std::string dh = ".dh" + std::to_string(Dh);
   if (kv.kernel == cuda::AttentionKernel::Wgmma)
-    return "attention.wgmma" + dh + ".kb128.stages" + (Dh == 64 ? "3" : "2") +
-           (kv.pingpong ? ".pingpong" : "") + (kv.pipelined ? ".pipelined" : "");
+    return "attention.wgmma" + dh + ".kb128.stages" + (Dh == 64 ? "3" : "2") + wgmma_schedule(kv);
   return "attention.mma-sync" + dh + label(kv).substr(std::string("mma-sync").size());
 }
 
