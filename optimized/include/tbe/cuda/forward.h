@@ -54,7 +54,7 @@ struct ForwardTuning {
   /// shared memory, filled by cp.async across bag boundaries. Same output bits either way.
   /// Measured (session 19, bench/results/README.md): seed-large FP32 weights, 8 rows, FP32
   /// accumulation 0.86x (H100) / 0.94x (H200) the default's time, FP64 accumulation 0.94x / 1.01x;
-  /// 2.3-2.5x slower on prod-mixed and fbgemm-bench-default (too few warps: 32 bags each).
+  /// 1.6-2.5x slower on prod-mixed and fbgemm-bench-default (too few warps: 32 bags each).
   int staged_rows = 0;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
