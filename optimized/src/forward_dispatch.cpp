@@ -17,12 +17,6 @@ void pooled_vec(const PooledTypes& t, const PooledArgs& a, cudaStream_t s) {
   constexpr int R = tuning::PooledGather::kRowsInFlight;
   constexpr int kMany = tuning::PooledGather::kRowsInFlightMany;
   if constexpr (dispatch::contains(dispatch::kCompiledPooledTuning, dispatch::TypeCombo{W, Acc, Out})) {
-    constexpr int kFew = tuning::PooledGather::kStreamedRowsFew;
-    constexpr int kManyRing = tuning::PooledGather::kStreamedRowsMany;
-    if (t.vectorized && t.staged_rows == kFew)
-      return launch_pooled_streamed_t<W, Acc, Out, Idx, kFew>(a, s);
-    if (t.vectorized && t.staged_rows == kManyRing)
-      return launch_pooled_streamed_t<W, Acc, Out, Idx, kManyRing>(a, s);
     if (t.vectorized && t.pipelined) return launch_pooled_t<W, Acc, Out, Idx, true, true, R>(a, s);
     if (t.vectorized && t.rows_in_flight == kMany)
       return launch_pooled_t<W, Acc, Out, Idx, true, false, kMany>(a, s);

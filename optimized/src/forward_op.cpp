@@ -40,10 +40,6 @@ struct PooledLaunch {
   std::int64_t bag_begin, bag_end;
   int group_size;
   bool vectorized;
-  bool chunked = false;  ///< some feature's D > group_size · VEC (column chunks)
-  /// PooledTypes::staged_rows of the launch: ForwardTuning::staged_rows when it may stream
-  /// (vector path, a warp per bag, no column chunks, types compiled for it), else 0.
-  int staged_rows = 0;
 };
 
 struct ForwardPlan {
@@ -155,7 +151,7 @@ struct ForwardPlan {
       a.counters = counters();
       a.abort_key = abort_key;
       detail::launch_pooled({weights_dtype, accumulation, output_dtype, index_dtype, l.vectorized,
-                             tuning.pipelined, tuning.rows_in_flight, l.staged_rows},
+                             tuning.pipelined, tuning.rows_in_flight},
                             a, s);
     }
     if (!small_features.empty()) {
@@ -316,14 +312,11 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
       (v ? any_vec : any_scalar) = true;
       if (features[f].dim > g * w) any_chunked = true;
       const std::int64_t b0 = P.layout.feature_bag_offset[f], b1 = P.layout.feature_bag_offset[f + 1];
-      const bool chunked = features[f].dim > g * w;
       if (!P.pooled.empty() && P.pooled.back().group_size == g && P.pooled.back().vectorized == v &&
-          P.pooled.back().bag_end == b0) {
+          P.pooled.back().bag_end == b0)
         P.pooled.back().bag_end = b1;
-        P.pooled.back().chunked = P.pooled.back().chunked || chunked;
-      } else {
-        P.pooled.push_back(PooledLaunch{b0, b1, g, v, chunked});
-      }
+      else
+        P.pooled.push_back(PooledLaunch{b0, b1, g, v});
     }
     if (!P.pooled.empty()) {
       std::int64_t max_rows = 0;
@@ -338,19 +331,7 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     const bool pipelined_compiled =
         any_vec && dispatch::contains(dispatch::kCompiledPooledTuning,
                                       {P.weights_dtype, P.accumulation, P.output_dtype});
-    // the streamed kernel takes the launches it can (the rest keep the tuning's other kernel)
-    const bool streamed_tuned = pipelined_compiled &&
-                                (tuning.staged_rows == tuning::PooledGather::kStreamedRowsFew ||
-                                 tuning.staged_rows == tuning::PooledGather::kStreamedRowsMany);
-    bool any_streamed = false, any_other = P.pooled.empty() && P.small_features.empty();
-    for (PooledLaunch& l : P.pooled) {
-      if (streamed_tuned && l.vectorized && !l.chunked &&
-          l.group_size == tuning::PooledGather::kMaxGroupSize)
-        l.staged_rows = tuning.staged_rows;
-      (l.staged_rows > 0 ? any_streamed : any_other) = true;
-    }
-    if (any_streamed) P.paths.push_back("forward.pooled.streamed");
-    if (any_other)
+    if (!P.pooled.empty() || P.small_features.empty())
       P.paths.push_back(tuning.pipelined && pipelined_compiled ? "forward.pooled.pipelined"
                                                                : "forward.pooled.group_per_bag");
     if (!P.small_features.empty()) P.paths.push_back("forward.small_table");

@@ -86,7 +86,6 @@ cuda::ForwardTuning gen_forward_tuning() {
   t.prefer_l1 = *rc::gen::arbitrary<bool>();
   t.rows_in_flight = *rc::gen::element(4, 8);
   t.row_index32 = *rc::gen::arbitrary<bool>();
-  t.staged_rows = *rc::gen::element(0, 8, 16);
   return t;
 }
 
@@ -95,8 +94,7 @@ std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& t) 
          (fused_bounds_check ? "fused" : "separate") + " bounds check, pipelined=" +
          (t.pipelined ? "1" : "0") + ", prefer_l1=" + (t.prefer_l1 ? "1" : "0") +
          ", rows_in_flight=" + std::to_string(t.rows_in_flight) +
-         ", row_index32=" + (t.row_index32 ? "1" : "0") +
-         ", staged_rows=" + std::to_string(t.staged_rows) + ")";
+         ", row_index32=" + (t.row_index32 ? "1" : "0") + ")";
 }
 
 Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, const cuda::ForwardTuning& tuning) {

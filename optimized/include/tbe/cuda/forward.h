@@ -47,15 +47,6 @@ struct ForwardTuning {
   /// 2^32 rows; false, or a larger table, takes the 64-bit arithmetic ("forward.pooled.
   /// row_index64"). Same results either way (the tests draw both).
   bool row_index32 = true;
-  /// Pooled gather of launches whose bags take a whole warp (FP32 rows of D in (64, 128], 16-bit
-  /// rows of D in (128, 256], vector path; compiled for the same type set as `pipelined`): 0 runs
-  /// the group-per-bag kernel; 8 or 16 the streamed kernel (path "forward.pooled.streamed"),
-  /// whose warps stream the lookups of 32 consecutive bags through a ring of that many rows in
-  /// shared memory, filled by cp.async across bag boundaries. Same output bits either way.
-  /// Measured (session 19, bench/results/README.md): seed-large FP32 weights, 8 rows, FP32
-  /// accumulation 0.86x (H100) / 0.94x (H200) the default's time, FP64 accumulation 0.94x / 1.01x;
-  /// 1.6-2.5x slower on prod-mixed and fbgemm-bench-default (too few warps: 32 bags each).
-  int staged_rows = 0;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
 };
