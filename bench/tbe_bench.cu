@@ -21,7 +21,8 @@
 // separate WARNING}, plus FP32 weights under the fbgemm-cuda policy (FP32 accumulation), and
 // the tuning knobs: ".pipe" = persistent grid with prefetch of the next bag, ".noL1pref" = the
 // driver's default L1/shared split instead of max L1, ".r8" = 8 row loads in flight per lane
-// instead of the default 4.
+// instead of the default 4, ".s8" / ".s16" = the streamed kernel with a ring of 8 / 16 rows per
+// warp (ForwardTuning::staged_rows).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,6 +77,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     bool prefer_l1 = true;
     int rows = 4;  // ForwardTuning default
     bool row_index32 = true;  // ForwardTuning default
+    int staged = 0;           // ForwardTuning::staged_rows (0: group-per-bag kernel)
   };
   // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
   // rows in flight, 32-bit row index
@@ -83,6 +85,12 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
       {"fp32.nocheck.row64", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
       {"fp16.nocheck.row64", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, false},
       {"fp32acc32.nocheck.row64", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, false},
+      {"fp32.nocheck.s8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 8},
+      {"fp32.nocheck.s16", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 16},
+      {"fp32.fused.s8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 8},
+      {"fp32.fused.s16", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 16},
+      {"fp32acc32.nocheck.s8", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, true, 8},
+      {"fp32acc32.nocheck.s16", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, true, 16},
       {"fp32.nocheck.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
       {"fp32.nocheck.noL1pref.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
       {"fp32.nocheck.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
@@ -200,6 +208,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     tuning.prefer_l1 = v.prefer_l1;
     tuning.rows_in_flight = v.rows;
     tuning.row_index32 = v.row_index32;
+    tuning.staged_rows = v.staged;
     cuda::ForwardOp op(p, s, tuning);
     const std::int64_t numel = op.layout().numel;
     DeviceBuffer out(numel * 4), wsb(op.workspace_bytes());
@@ -224,7 +233,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     }
     results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
                        {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
-                       {"row_index32", v.row_index32}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
                        {"iters", args.iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});

@@ -71,6 +71,13 @@ struct PooledGather {
   /// "forward.pooled.pipelined"): it needs ~40 more registers for the prefetched next bag.
   /// Measured slower than both group-per-bag variants; kept for the comparison in tbe-bench.
   static constexpr int kMinBlocksPerSmPipelined = 2;
+  /// The streamed kernel (ForwardTuning::staged_rows, kernels/pooled_gather_streamed.cuh): ring
+  /// depths compiled (rows per warp in shared memory: kStreamedRowsFew · 512 bytes per warp) and
+  /// its __launch_bounds__ minimum resident blocks per SM (no rows live in registers).
+  static constexpr int kStreamedRowsFew = 8;
+  static constexpr int kStreamedRowsMany = 16;
+  /// 3 for both depths: at 4 (64 registers) ptxas spills the FP64-accumulation instance.
+  static constexpr int kMinBlocksPerSmStreamed = 3;
 
   /// ForwardTuning's default rows in flight (include/tbe/cuda/forward.h is the source, with the
   /// other defaults: pipelined = false, prefer_l1 = true; the tests draw all three at random).

@@ -97,6 +97,9 @@ struct PooledArgs {
   bool prefer_l1 = true;                  ///< max L1 carveout (no shared memory is used)
   bool mean = false;
   bool check_indices = false;             ///< fused bounds check: bad index -> row 0, counted
+  /// Streamed kernel only: consecutive bags per warp, 1..32; 0: its launch chooses from the bag
+  /// count (ForwardTuning::staged_bags_per_warp)
+  std::int32_t bags_per_warp = 0;
   DeviceCounters* counters = nullptr;
   const unsigned long long* abort_key = nullptr;  ///< FATAL: skip all work if != kFatalNone
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
@@ -129,6 +132,9 @@ struct PooledTypes {
   bool pipelined;      ///< ForwardTuning::pipelined: the persistent variant where one is compiled
   int rows_in_flight;  ///< ForwardTuning::rows_in_flight: 4 selects the fewer-registers variant
                        ///< where one is compiled (kCompiledPooledTuning); else 8 rows run
+  /// ForwardTuning::staged_rows where the launch may stream (vector path, G = 32, no column
+  /// chunks) and the types are compiled for it (kCompiledPooledTuning), else 0.
+  int staged_rows = 0;
 };
 struct SequenceTypes {
   DType weights, output, index;
@@ -149,6 +155,9 @@ constexpr int vector_width(DType w) {
 /// kRowsInFlightMany = 8 also compiled for kCompiledPooledTuning).
 template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& args, cudaStream_t stream);
+/// The streamed kernel (kernels/pooled_gather_streamed.cuh), a ring of kR rows per warp.
+template <DType kW, DType kAcc, DType kOut, DType kIdx, int kR>
+void launch_pooled_streamed_t(const PooledArgs& args, cudaStream_t stream);
 template <DType kW, DType kOut, DType kIdx, bool kVec>
 void launch_sequence_t(const SequenceArgs& args, cudaStream_t stream);
 

@@ -1,8 +1,10 @@
 // The forward's dispatch: runtime dtypes of a planned launch -> the template instance that runs it
 // (weights × accumulator × output × index × vector path (× the tuning variants)), through the
 // tables and helpers of dispatch/dispatch.h. Pooling mode, per-sample weights and the fused
-// bounds check are uniform runtime flags of the kernel (a warp-uniform branch costs nothing
-// measurable; templating them would multiply the instance count by 8).
+// bounds check are uniform runtime flags of the group-per-bag kernel (a warp-uniform branch costs
+// nothing measurable there; templating them would multiply the instance count by 8); the
+// streamed kernel's launcher templates weights, check and 32-bit rows (its FP64 instance spilled
+// with the check's registers in every variant: kernels/pooled_gather_streamed.cuh).
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/launch.h"
@@ -17,6 +19,12 @@ void pooled_vec(const PooledTypes& t, const PooledArgs& a, cudaStream_t s) {
   constexpr int R = tuning::PooledGather::kRowsInFlight;
   constexpr int kMany = tuning::PooledGather::kRowsInFlightMany;
   if constexpr (dispatch::contains(dispatch::kCompiledPooledTuning, dispatch::TypeCombo{W, Acc, Out})) {
+    constexpr int kFew = tuning::PooledGather::kStreamedRowsFew;
+    constexpr int kManyRing = tuning::PooledGather::kStreamedRowsMany;
+    if (t.vectorized && t.staged_rows == kFew)
+      return launch_pooled_streamed_t<W, Acc, Out, Idx, kFew>(a, s);
+    if (t.vectorized && t.staged_rows == kManyRing)
+      return launch_pooled_streamed_t<W, Acc, Out, Idx, kManyRing>(a, s);
     if (t.vectorized && t.pipelined) return launch_pooled_t<W, Acc, Out, Idx, true, true, R>(a, s);
     if (t.vectorized && t.rows_in_flight == kMany)
       return launch_pooled_t<W, Acc, Out, Idx, true, false, kMany>(a, s);
@@ -48,7 +56,7 @@ void launch_pooled(const PooledTypes& t, const PooledArgs& a, cudaStream_t s) {
                      decltype(idx)::value>(t, a, s);
         });
       });
-  check_launch("pooled_gather_group_per_bag");
+  check_launch("pooled_gather (group per bag, pipelined or streamed)");
 }
 
 void launch_sequence(const SequenceTypes& t, const SequenceArgs& a, cudaStream_t s) {

@@ -40,6 +40,10 @@ struct PooledLaunch {
   std::int64_t bag_begin, bag_end;
   int group_size;
   bool vectorized;
+  bool chunked = false;  ///< some feature's D > group_size · VEC (column chunks)
+  /// PooledTypes::staged_rows of the launch: ForwardTuning::staged_rows when it may stream
+  /// (vector path, a warp per bag, no column chunks, types compiled for it), else 0.
+  int staged_rows = 0;
 };
 
 struct ForwardPlan {
@@ -148,10 +152,11 @@ struct ForwardPlan {
       a.prefer_l1 = tuning.prefer_l1;
       a.mean = pooling == PoolingMode::Mean;
       a.check_indices = check;
+      a.bags_per_warp = tuning.staged_bags_per_warp;
       a.counters = counters();
       a.abort_key = abort_key;
       detail::launch_pooled({weights_dtype, accumulation, output_dtype, index_dtype, l.vectorized,
-                             tuning.pipelined, tuning.rows_in_flight},
+                             tuning.pipelined, tuning.rows_in_flight, l.staged_rows},
                             a, s);
     }
     if (!small_features.empty()) {
@@ -312,11 +317,14 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
       (v ? any_vec : any_scalar) = true;
       if (features[f].dim > g * w) any_chunked = true;
       const std::int64_t b0 = P.layout.feature_bag_offset[f], b1 = P.layout.feature_bag_offset[f + 1];
+      const bool chunked = features[f].dim > g * w;
       if (!P.pooled.empty() && P.pooled.back().group_size == g && P.pooled.back().vectorized == v &&
-          P.pooled.back().bag_end == b0)
+          P.pooled.back().bag_end == b0) {
         P.pooled.back().bag_end = b1;
-      else
-        P.pooled.push_back(PooledLaunch{b0, b1, g, v});
+        P.pooled.back().chunked = P.pooled.back().chunked || chunked;
+      } else {
+        P.pooled.push_back(PooledLaunch{b0, b1, g, v, chunked});
+      }
     }
     if (!P.pooled.empty()) {
       std::int64_t max_rows = 0;
@@ -331,9 +339,26 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     const bool pipelined_compiled =
         any_vec && dispatch::contains(dispatch::kCompiledPooledTuning,
                                       {P.weights_dtype, P.accumulation, P.output_dtype});
-    if (!P.pooled.empty() || P.small_features.empty())
-      P.paths.push_back(tuning.pipelined && pipelined_compiled ? "forward.pooled.pipelined"
-                                                               : "forward.pooled.group_per_bag");
+    // the streamed kernel takes the launches it can (the rest keep the tuning's other kernel)
+    const bool streamed_tuned = pipelined_compiled &&
+                                (tuning.staged_rows == tuning::PooledGather::kStreamedRowsFew ||
+                                 tuning.staged_rows == tuning::PooledGather::kStreamedRowsMany);
+    // the kernel of each launch, as forward_dispatch.cpp picks it: streamed, else pipelined
+    // (vector path, compiled types), else group per bag (also reported when there is no launch
+    // and no small-table feature: T = 0)
+    bool any_streamed = false, any_pipelined = false,
+         any_group = P.pooled.empty() && P.small_features.empty();
+    for (PooledLaunch& l : P.pooled) {
+      if (streamed_tuned && l.vectorized && !l.chunked &&
+          l.group_size == tuning::PooledGather::kMaxGroupSize)
+        l.staged_rows = tuning.staged_rows;
+      if (l.staged_rows > 0) any_streamed = true;
+      else if (tuning.pipelined && pipelined_compiled && l.vectorized) any_pipelined = true;
+      else any_group = true;
+    }
+    if (any_streamed) P.paths.push_back("forward.pooled.streamed");
+    if (any_pipelined) P.paths.push_back("forward.pooled.pipelined");
+    if (any_group) P.paths.push_back("forward.pooled.group_per_bag");
     if (!P.small_features.empty()) P.paths.push_back("forward.small_table");
     if (p.lookups.is_vbe()) P.paths.push_back("forward.vbe");
   }

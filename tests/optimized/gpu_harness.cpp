@@ -86,6 +86,8 @@ cuda::ForwardTuning gen_forward_tuning() {
   t.prefer_l1 = *rc::gen::arbitrary<bool>();
   t.rows_in_flight = *rc::gen::element(4, 8);
   t.row_index32 = *rc::gen::arbitrary<bool>();
+  t.staged_rows = *rc::gen::element(0, 8, 16);
+  t.staged_bags_per_warp = *rc::gen::element(0, 1, 3, 32);
   return t;
 }
 
@@ -94,7 +96,9 @@ std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& t) 
          (fused_bounds_check ? "fused" : "separate") + " bounds check, pipelined=" +
          (t.pipelined ? "1" : "0") + ", prefer_l1=" + (t.prefer_l1 ? "1" : "0") +
          ", rows_in_flight=" + std::to_string(t.rows_in_flight) +
-         ", row_index32=" + (t.row_index32 ? "1" : "0") + ")";
+         ", row_index32=" + (t.row_index32 ? "1" : "0") +
+         ", staged_rows=" + std::to_string(t.staged_rows) +
+         ", staged_bags_per_warp=" + std::to_string(t.staged_bags_per_warp) + ")";
 }
 
 Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, const cuda::ForwardTuning& tuning) {

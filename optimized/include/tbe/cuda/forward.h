@@ -47,6 +47,19 @@ struct ForwardTuning {
   /// 2^32 rows; false, or a larger table, takes the 64-bit arithmetic ("forward.pooled.
   /// row_index64"). Same results either way (the tests draw both).
   bool row_index32 = true;
+  /// Pooled gather of launches whose bags take a whole warp (FP32 rows of D in (64, 128], 16-bit
+  /// rows of D in (128, 256], vector path; compiled for the same type set as `pipelined`): 0 runs
+  /// the group-per-bag kernel; 8 or 16 the streamed kernel (path "forward.pooled.streamed"),
+  /// whose warps stream the lookups of up to 32 consecutive bags through a ring of that many rows in
+  /// shared memory, filled by cp.async across bag boundaries. Same output bits either way.
+  /// Measured (session 20, H100, bench/results/README.md), 8 rows against 0 in the same run:
+  /// seed-large FP32 weights 0.85x the time with FP64 accumulation, 0.84x with FP32 accumulation,
+  /// 1.06x with the fused check; prod-mixed (B = 4096) 1.05x, fbgemm-bench-default 0.94x.
+  int staged_rows = 0;
+  /// Streamed kernel: consecutive bags per warp, 1..32; 0 (default) chooses from the launch's bag
+  /// count (32 while the grid still fills the device 4 times over, fewer for small launches).
+  /// Same output bits for every value (the tests draw it).
+  int staged_bags_per_warp = 0;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
 };

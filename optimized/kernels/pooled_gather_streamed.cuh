@@ -1,0 +1,360 @@
+// Streamed pooled gather (ForwardTuning::staged_rows = kR > 0): the SUM / MEAN forward for
+// launches whose bags take a whole warp (G = 32 on the vector path, D <= 32·VEC, no column
+// chunks: FP32 rows of D in (64, 128], 16-bit rows of D in (128, 256]).
+//
+// Why: the group-per-bag gather (kernels/pooled_gather.cuh) holds its rows in flight in registers
+// (4 per lane; 8 spill) and pays, per bag, a chain of dependent loads (offsets, then the index
+// tile, then the rows) before its first row arrives. On seed-large with FP32 weights and FP64
+// accumulation it is latency-bound (ncu: long-scoreboard stalls on the rows, 33% occupancy at 80
+// registers; bench/results/README.md, session 10).
+//
+// How: a warp owns nb consecutive bags [k0, k0 + nb) (PooledArgs::bags_per_warp, at most 32: 32
+// on large launches, fewer on small ones, so that the grid still fills the device). Their lookups
+// are one contiguous index range [offsets[k0], offsets[k0 + nb]) (valid or repaired offsets are
+// non-decreasing), streamed position by position through a ring of kR row slots per warp in
+// shared memory: lane l copies its 16 bytes of the row (columns [l·VEC, l·VEC + VEC)) with
+// cp.async, which holds no register while in flight, kR - 1 positions ahead of the accumulation,
+// across bag boundaries. Each lane reads back only its own bytes after its own wait, so no
+// barrier is needed. The accumulation is the same as the group-per-bag kernel's: per column, in
+// index order, widen then add (or fma with the per-sample weight) in Acc; MEAN divides by L; one
+// rounding to Out. So both kernels give bitwise the same output (tested).
+// The stream runs in chunks of 32 steps, one index tile each (lane j holds the index and
+// per-sample weight of position c0 + j; the next tile is loaded while this one is used). Step u
+// issues position c0 + u and adds position c0 + u - (kR - 1); whole chunks are unrolled by kR so
+// the ring slots are constants, the first and last chunks test each step. Bag metadata (end,
+// table offset, E, D, output offset) is written to shared memory by lane i for bag k0 + i; the
+// producer and the consumer each follow their own bag, reading it when a position crosses a bag
+// end (empty bags are skipped by the producer and written as zeros by the consumer).
+// Fused bounds check: an index outside [0, E) of its bag's table reads row 0 and is counted;
+// repaired bags are counted with one ballot per warp.
+// Shapes: as PooledArgs (kernels/launch.h). Shared memory: kStreamedWarps · (kR · 512 + 32 · 40) bytes
+// (dynamic).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <type_traits>
+
+#include "dispatch/dispatch.h"
+#include "dispatch/tuning.h"
+#include "kernels/common.cuh"
+#include "kernels/cp_async.cuh"
+
+
+namespace tbe::cuda::detail {
+
+inline constexpr int kStreamedBlock = tuning::PooledGather::kBlockThreads;
+inline constexpr int kStreamedWarps = kStreamedBlock / tuning::kWarpThreads;
+/// Most bags per warp (one bag record per lane); a launch takes fewer when its grid would not
+/// fill the device kStreamedWaves times over.
+inline constexpr int kStreamedBagsPerWarp = tuning::kWarpThreads;
+inline constexpr int kStreamedWaves = 4;
+/// Bytes of one ring slot of a warp: 32 lanes × 16 bytes (one row of 32·VEC elements).
+inline constexpr int kStreamedSlotBytes = tuning::kWarpThreads * tuning::PooledGather::kVectorBytes;
+
+/// Dynamic shared memory of a streamed launch with a ring of kR rows per warp.
+/// (the rings, then each warp's 32 StreamedBag records: 1280 bytes per warp).
+template <int kR> inline constexpr int kStreamedSmemBytes =
+    kStreamedWarps * (kR * kStreamedSlotBytes + kStreamedBagsPerWarp * 40);
+
+/// 16-byte cp.async through L1 (.ca: hot rows stay in L1, as the group-per-bag kernel's __ldg).
+__device__ __forceinline__ void cp_async16_ca(unsigned smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+}
+
+/// The segment holding bag k (PooledArgs::bags_per_segment > 0: a division; else a search).
+__device__ __forceinline__ std::int64_t pooled_segment_of(const PooledArgs& a, std::int64_t k) {
+  if (a.bags_per_segment > 0) {
+    const std::int64_t s =
+        a.num_bags < (1ll << 31) && a.bags_per_segment < (1ll << 32)
+            ? static_cast<std::int64_t>(fast_div(a.segment_div, static_cast<std::uint32_t>(k)))
+            : k / a.bags_per_segment;
+    return s < a.num_segs ? s : a.num_segs - 1;
+  }
+  return last_le(a.seg_first_bag, a.num_segs, k);
+}
+
+/// One bag of a warp's (up to 32), in shared memory (written once by its lane, read warp-uniformly by
+/// the producer and the consumer when they reach the bag; registers stay free for the sums).
+struct StreamedBag {
+  std::int64_t end;        ///< offsets[k + 1]
+  std::int64_t table_off;  ///< element offset of the bag's table (FeatureMeta::table_offset)
+  std::int64_t rows;       ///< E of the table
+  std::int64_t out_off;    ///< output element offset of the bag's row
+  std::int32_t dim, pad;   ///< D of the table
+};
+inline constexpr int kStreamedMetaBytes = kStreamedBagsPerWarp * static_cast<int>(sizeof(StreamedBag));
+static_assert(sizeof(StreamedBag) == 40, "kStreamedSmemBytes counts 40 bytes per bag");
+
+/// kCheck: the fused bounds check (PooledArgs::check_indices) compiled in or out, so the
+/// unchecked instance carries none of its registers.
+template <class W, class Acc, class Out, class Idx, int kR, bool kRows32, bool kWeighted, bool kCheck>
+__device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t k0, int nb,
+                                              unsigned ring, StreamedBag* bags) {
+  constexpr int VEC = tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W));
+  constexpr unsigned kFull = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  const Idx* offsets = static_cast<const Idx*>(a.offsets);
+  const Idx* indices = static_cast<const Idx*>(a.indices);
+
+  // --- lane i: bag k0 + i's metadata into shared memory ---
+  std::int64_t P0 = 0;
+  if (lane < nb) {
+    const std::int64_t k = k0 + lane;
+    const std::int64_t b_s = static_cast<std::int64_t>(offsets[k]);
+    const std::int64_t b_e = static_cast<std::int64_t>(offsets[k + 1]);
+    P0 = b_s;
+    const std::int64_t s = pooled_segment_of(a, k);
+    const SegmentMeta seg = a.segs[s];
+    const FeatureMeta fm = a.features[seg.feature];
+    bags[lane] = StreamedBag{b_e, fm.table_offset, fm.rows,
+                             seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride, fm.dim, 0};
+    if (a.orig_offsets != nullptr) {  // fused check: count the repaired bags of the warp
+      const Idx* raw = static_cast<const Idx*>(a.orig_offsets);
+      const bool bad = (k + 1 < a.num_bags && static_cast<std::int64_t>(raw[k + 1]) != b_e) ||
+                       (k == 0 && static_cast<std::int64_t>(raw[0]) != b_s);
+      const unsigned m = __ballot_sync(__activemask(), bad);
+      if (m != 0 && lane == __ffs(m) - 1) atomicAdd(&a.counters->bad_bags, static_cast<unsigned long long>(__popc(m)));
+    }
+  }
+  __syncwarp();
+  P0 = __shfl_sync(kFull, P0, 0);
+  const std::int64_t P1 = bags[nb - 1].end;
+  const W* weights = static_cast<const W*>(a.weights);
+  const int col = lane * VEC;
+  const float* psw = a.per_sample_weights;
+
+  // --- index tiles: lane j holds position P0 + 32t + j (t: the chunk being issued) ---
+  auto load_idx = [&](std::int64_t p, std::int64_t& idx, float& w) {
+    idx = 0;
+    w = 1.0f;
+    if (p < P1) {
+      idx = static_cast<std::int64_t>(__ldg(indices + p));
+      if constexpr (kWeighted) w = __ldg(psw + p);
+    }
+  };
+  std::int64_t idx_cur = 0, idx_nxt;
+  unsigned hi_bad = 0;  // kRows32 + fused check: lanes of the tile whose index is outside [0, 2^32)
+  float w_cur = 1.0f, w_nxt, w_prv = 1.0f;
+  load_idx(P0 + lane, idx_nxt, w_nxt);
+
+  // --- producer: bag pk of the position it issues; consumer: bag ck of the one it adds ---
+  int pk = 0;
+  std::int64_t pe = bags[0].end;
+  const W* p_table = weights + bags[0].table_off + col;
+  std::uint32_t p_row_bytes = static_cast<std::uint32_t>(bags[0].dim) * static_cast<std::uint32_t>(sizeof(W));
+  std::int32_t p_dim = bags[0].dim;
+  bool p_active = col < p_dim;
+  int ck = 0;
+  std::int64_t ce = pe;
+  bool c_active = p_active;
+  Acc acc[VEC];
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) acc[v] = Acc(0);
+
+  // writes bag ck (acc, MEAN over its L) and clears acc
+  auto flush = [&]() {
+    const StreamedBag& b = bags[ck];
+    if (col < b.dim) {
+      const std::int64_t L = b.end - (ck > 0 ? bags[ck - 1].end : P0);
+      Out y[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) y[v] = round_out<Out>((a.mean && L > 0) ? acc[v] / Acc(L) : acc[v]);
+      store_out<Out, VEC>(static_cast<Out*>(a.output) + b.out_off + col, y);
+    }
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) acc[v] = Acc(0);
+  };
+
+  // Chunks of 32 steps (one index tile). Step u of the chunk at c0 issues position c0 + u into
+  // slot u % kR and adds position q = c0 + u - (kR - 1) from slot (u + 1) % kR (issued kR - 1
+  // steps before; its index tile is this chunk's when u >= kR - 1, else the previous one's).
+  // Bag ends are compared as step numbers clamped to [0, 64] (pe_u, ce_u: recomputed per chunk
+  // and at each bag change), so a step's tests are one 32-bit compare each.
+  const std::int64_t n = P1 - P0;
+  const std::int64_t steps = n + (kR - 1);
+  auto clamp_steps = [](std::int64_t x) {
+    return static_cast<int>(x < 0 ? 0 : (x > 64 ? 64 : x));
+  };
+  // one step: issue position c0 + u into slot u % kR (issue), add position c0 + u - (kR - 1)
+  // from slot (u + 1) % kR (add); pe_u / ce_u: the bag ends as step numbers of this chunk
+  auto step = [&](std::int64_t c0, int u, int& pe_u, int& ce_u, bool issue, bool add) {
+    if (issue) {
+      if (u >= pe_u) {  // the bag of position c0 + u (empty bags skipped; warp-uniform)
+        do { pe = bags[++pk].end; } while (P0 + c0 + u >= pe);
+        pe_u = clamp_steps(pe - P0 - c0);
+        p_table = weights + bags[pk].table_off + col;
+        p_dim = bags[pk].dim;
+        p_row_bytes = static_cast<std::uint32_t>(p_dim) * static_cast<std::uint32_t>(sizeof(W));
+        p_active = col < p_dim;
+      }
+      std::int64_t r;
+      if constexpr (kRows32) r = static_cast<std::uint32_t>(__shfl_sync(kFull, static_cast<std::uint32_t>(idx_cur), u));
+      else r = __shfl_sync(kFull, idx_cur, u);
+      if (kCheck &&
+          (r < 0 || r >= bags[pk].rows || (kRows32 && ((hi_bad >> u) & 1u) != 0))) {  // warp-uniform
+        r = 0;  // the repair: row 0, the weight kept
+        if (lane == 0) atomicAdd(&a.counters->bad_indices, 1ull);
+      }
+      if (p_active) {
+        const W* src;
+        if constexpr (kRows32)
+          src = reinterpret_cast<const W*>(reinterpret_cast<const char*>(p_table) +
+                                           static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)) * p_row_bytes);
+        else
+          src = p_table + r * p_dim;
+        cp_async16_ca(ring + static_cast<unsigned>(u & (kR - 1)) * kStreamedSlotBytes, src);
+      }
+    }
+    cp_async_commit();  // one group per step (empty when nothing was issued): uniform counts
+    if (add) {
+      cp_async_wait<kR - 1>();
+      if (u >= ce_u) {  // finish the consumer's bag (and any empty ones after it)
+        const std::int64_t q = c0 + u - (kR - 1);
+        do {
+          flush();
+          ce = bags[++ck].end;
+        } while (P0 + q >= ce);
+        ce_u = clamp_steps(ce - P0 - c0 + (kR - 1));
+        c_active = col < bags[ck].dim;
+      }
+      float w = 1.0f;
+      if constexpr (kWeighted) w = __shfl_sync(kFull, u >= kR - 1 ? w_cur : w_prv, (u - (kR - 1)) & 31);
+      if (c_active) {
+        RawRow<W, VEC> raw;
+        const unsigned slot = ring + static_cast<unsigned>((u + 1) & (kR - 1)) * kStreamedSlotBytes;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(raw.v.x), "=r"(raw.v.y), "=r"(raw.v.z), "=r"(raw.v.w)
+                     : "r"(slot)
+                     : "memory");
+        float x[VEC];
+        raw_to_float<W, VEC>(raw, x);
+        if constexpr (kWeighted) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) acc[v] = fma(Acc(w), widen<Acc>(x[v]), acc[v]);
+        } else {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) acc[v] += widen<Acc>(x[v]);
+        }
+      }
+    }
+  };
+  // a chunk: its index tile (and the next one in flight), then its 32 steps; guarded (the first
+  // chunk and those past the last whole one): a plain loop with each step's issue / add tested;
+  // otherwise every step issues and adds, unrolled by kR so that the slots are constants
+  auto chunk = [&](std::int64_t c0, bool guarded) {
+    w_prv = w_cur;
+    idx_cur = idx_nxt;
+    w_cur = w_nxt;
+    // 32-bit row arithmetic shuffles only the low word of an index: the fused check first marks
+    // the tile's indices outside [0, 2^32) (out of range of every table the launch allows)
+    if constexpr (kRows32 && kCheck)
+        hi_bad = __ballot_sync(kFull, static_cast<std::uint64_t>(idx_cur) > 0xffffffffull);
+    load_idx(P0 + c0 + 32 + lane, idx_nxt, w_nxt);
+    int pe_u = clamp_steps(pe - P0 - c0);
+    int ce_u = clamp_steps(ce - P0 - c0 + (kR - 1));
+    if (guarded) {
+      const int issue_end = clamp_steps(n - c0);
+      const int add_begin = clamp_steps(kR - 1 - c0);
+      const int add_end = clamp_steps(steps - c0);
+#pragma unroll 1
+      for (int u = 0; u < 32; ++u)
+        step(c0, u, pe_u, ce_u, u < issue_end, u >= add_begin && u < add_end);
+    } else {
+#pragma unroll 1
+      for (int u0 = 0; u0 < 32; u0 += kR) {
+#pragma unroll
+        for (int u1 = 0; u1 < kR; ++u1) step(c0, u0 + u1, pe_u, ce_u, true, true);
+      }
+    }
+  };
+  // the first chunk and the chunks past the last whole one are guarded; the rest are not
+  std::int64_t c0 = 0;
+  if (steps > 0) {
+    chunk(std::int64_t{0}, true);
+    for (c0 = 32; c0 + 32 <= n; c0 += 32) chunk(c0, false);
+    for (; c0 < steps; c0 += 32) chunk(c0, true);
+  }
+  // the last bag with lookups and the empty bags after it
+  while (ck < nb) {
+    flush();
+    ++ck;
+  }
+}
+
+/// One kernel per combination of the launch's uniform flags (32-bit row arithmetic, per-sample
+/// weights, the fused check), so each gets its own register allocation.
+template <class W, class Acc, class Out, class Idx, int kR, bool kRows32, bool kWeighted, bool kCheck>
+__global__ void __launch_bounds__(kStreamedBlock, tuning::PooledGather::kMinBlocksPerSmStreamed)
+pooled_gather_streamed(const PooledArgs a) {
+  static_assert(kR >= 2 && kR <= 32 && (kR & (kR - 1)) == 0, "ring: a power of two in 2..32 rows");
+  if (fatal_aborted(a.abort_key)) return;
+  extern __shared__ __align__(16) unsigned char streamed_ring[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int64_t k0 =
+      a.bag_begin + (static_cast<std::int64_t>(blockIdx.x) * kStreamedWarps + warp) * a.bags_per_warp;
+  if (k0 >= a.bag_end) return;  // the whole warp
+  const int nb = static_cast<int>(min(static_cast<std::int64_t>(a.bags_per_warp), a.bag_end - k0));
+  const unsigned ring = static_cast<unsigned>(__cvta_generic_to_shared(streamed_ring)) +
+                        static_cast<unsigned>(warp * kR * kStreamedSlotBytes + lane * tuning::PooledGather::kVectorBytes);
+  StreamedBag* bags = reinterpret_cast<StreamedBag*>(streamed_ring + kStreamedWarps * kR * kStreamedSlotBytes +
+                                                     warp * kStreamedMetaBytes);
+  streamed_warp<W, Acc, Out, Idx, kR, kRows32, kWeighted, kCheck>(a, k0, nb, ring, bags);
+}
+
+/// One launch of the instance with the launch's flags (a.rows32, per-sample weights, a.check_indices).
+template <class W, class Acc, class Out, class Idx, int kR, bool kRows32, bool kWeighted, bool kCheck>
+void launch_streamed_kernel(const PooledArgs& a, cudaStream_t stream) {
+  auto* kernel = pooled_gather_streamed<W, Acc, Out, Idx, kR, kRows32, kWeighted, kCheck>;
+  const std::int64_t bags = a.bag_end - a.bag_begin;
+  constexpr int smem = kStreamedSmemBytes<kR>;
+  // The ring's shared memory and the warps resident, once per device (the attribute is per
+  // device); a failed call leaves its error for the launch check.
+  constexpr int kDevices = 64;
+  static std::atomic<std::int64_t> resident[kDevices] = {};  // 0: not set up on that device
+  int dev = 0;
+  cudaGetDevice(&dev);
+  std::int64_t resident_warps = dev < kDevices ? resident[dev].load(std::memory_order_relaxed) : 0;
+  if (resident_warps == 0) {
+    int sms = 0, per_sm = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamedBlock, smem) == cudaSuccess) {
+      resident_warps = std::max<std::int64_t>(1, static_cast<std::int64_t>(sms) * per_sm * kStreamedWarps);
+      if (dev < kDevices) resident[dev].store(resident_warps, std::memory_order_relaxed);
+    } else {
+      resident_warps = 1;
+    }
+  }
+  // Bags per warp: up to 32 while the grid still fills the device kStreamedWaves times over (a
+  // small launch gets fewer bags per warp, so more warps overlap their loads).
+  PooledArgs b = a;
+  b.bags_per_warp = static_cast<std::int32_t>(std::clamp<std::int64_t>(
+      a.bags_per_warp > 0 ? a.bags_per_warp : bags / (resident_warps * kStreamedWaves), 1,
+      kStreamedBagsPerWarp));
+  const std::int64_t per_block = static_cast<std::int64_t>(kStreamedWarps) * b.bags_per_warp;
+  const std::int64_t blocks = (bags + per_block - 1) / per_block;
+  kernel<<<static_cast<unsigned>(blocks), kStreamedBlock, smem, stream>>>(b);
+}
+
+template <DType kW, DType kAcc, DType kOut, DType kIdx, int kR>
+void launch_pooled_streamed_t(const PooledArgs& a, cudaStream_t stream) {
+  if (a.bag_end <= a.bag_begin) return;
+  using W = storage_t<kW>;
+  using Acc = storage_t<kAcc>;
+  using Out = storage_t<kOut>;
+  using Idx = storage_t<kIdx>;
+  auto with_check = [&](auto rows32, auto weighted) {
+    constexpr bool r32 = decltype(rows32)::value, wt = decltype(weighted)::value;
+    if (a.check_indices) launch_streamed_kernel<W, Acc, Out, Idx, kR, r32, wt, true>(a, stream);
+    else launch_streamed_kernel<W, Acc, Out, Idx, kR, r32, wt, false>(a, stream);
+  };
+  auto with_weights = [&](auto rows32) {
+    if (a.per_sample_weights != nullptr) with_check(rows32, std::true_type{});
+    else with_check(rows32, std::false_type{});
+  };
+  if (a.rows32) with_weights(std::true_type{});
+  else with_weights(std::false_type{});
+}
+
+}  // namespace tbe::cuda::detail

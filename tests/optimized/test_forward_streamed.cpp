@@ -1,0 +1,225 @@
+// The streamed pooled gather (ForwardTuning::staged_rows, kernels/pooled_gather_streamed.cuh): a
+// warp streams the lookups of 32 consecutive bags through a shared-memory ring across bag
+// boundaries. What can go wrong there: a warp's bags spanning two features (another table, D and
+// output segment), empty bags at a warp's start, end or everywhere, bags longer than an index tile
+// or the ring, the per-sample weight of a position read after its tile moved on, MEAN's L, a bad
+// index or a repaired offset inside the stream, the last warp of a launch, VBE segments, int32
+// indices, lanes past D. Every case must give the bits of the group-per-bag kernel, inside the
+// oracle's enclosures, and the plan must say which kernel ran.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "gpu_harness.h"
+#include "tbe/bounds_check.h"
+#include "tbe/oracle/forward_oracle.h"
+#include "tbe/precision.h"
+
+using namespace tbe;
+using namespace tbe::test;
+
+namespace {
+
+/// Three tables (E = 61, 50, 73; D = D0, D1, D0) and T = 4 features (the fourth shares table 0);
+/// B bags per feature (default 45; or VBE: ranks of 7 and 38 bags), so warps of 32 bags straddle
+/// features. Bag lengths by pattern: 0 all empty; 1 cycling 0, 1, 3, 40, 0, 0, 70, (b·5) mod 9;
+/// 2 every bag empty except the last one of each feature. With `bad`, one index is past E (and,
+/// with int64 indices, one is 2^32 + 3 and one -2^32: their low 32 bits are in range), one offset
+/// decreases and the first offset is -3 (pattern 1; WARNING repairs all of them).
+ForwardCase streamed_case(DType w, std::int32_t D0, std::int32_t D1, PoolingMode pooling,
+                          bool weighted, bool bad, bool vbe, int pattern, DType index,
+                          std::int64_t B = 45) {
+  ForwardCase c;
+  c.set_tables(w, {61, 50, 73}, {D0, D1, D0});
+  c.feature_table_map = {0, 1, 2, 0};
+  c.index_dtype = index;
+  c.options.pooling = pooling;
+  c.options.bounds_check = BoundsCheckMode::Warning;
+  c.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
+  for (std::int64_t t = 0; t < 3; ++t)
+    for (std::int64_t r = 0; r < c.rows[t]; ++r)
+      for (std::int32_t d = 0; d < c.dims[t]; ++d)
+        c.set_weight(t, r, d, static_cast<double>((r * 13 + d * 7 + t * 5) % 29) - 14.0 + 0.125 * d);
+  std::int64_t bags = 0;
+  if (vbe) {
+    c.vbe_ranks = 2;
+    c.vbe_batch_sizes = {7, 38, 7, 38, 7, 38, 7, 38};
+    bags = 4 * 45;
+  } else {
+    c.batch_size = B;
+    bags = 4 * B;
+  }
+  const std::int64_t per_feature = vbe ? 45 : B;
+  const std::int64_t cycle[] = {0, 1, 3, 40, 0, 0, 70};
+  c.offsets = {0};
+  for (std::int64_t k = 0; k < bags; ++k) {
+    const std::int64_t f = k / per_feature, b = k % per_feature;
+    std::int64_t L = 0;
+    if (pattern == 1) L = b % 8 < 7 ? cycle[b % 8] : (b * 5) % 9;
+    if (pattern == 2) L = b == per_feature - 1 ? 37 : 0;
+    const std::int64_t E = c.rows[c.feature_table_map[f]];
+    for (std::int64_t i = 0; i < L; ++i) c.indices.push_back((k * 31 + i * 17) % E);
+    c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
+  }
+  if (weighted)
+    for (std::size_t i = 0; i < c.indices.size(); ++i)
+      c.per_sample_weights.push_back(static_cast<float>(i % 7) * 0.5f - 1.25f);
+  if (bad && !c.indices.empty()) {
+    c.indices[c.indices.size() / 2] = 10'000;  // past every table's E
+    c.indices[c.indices.size() / 5] = -5;      // negative (sign-extended from int32 too)
+    if (index == DType::I64) {
+      c.indices[c.indices.size() / 3] = (std::int64_t{1} << 32) + 3;
+      c.indices[c.indices.size() / 4] = -(std::int64_t{1} << 32);
+    }
+    if (pattern == 1) {
+      c.offsets[50] = c.offsets[49] - 1;  // decreasing offset
+      c.offsets[0] = -3;                  // bag 0's start moves to 0
+    }
+  }
+  return c;
+}
+
+bool has_path(const Outcome& o, const std::string& path) {
+  return std::find(o.stats.paths.begin(), o.stats.paths.end(), path) != o.stats.paths.end();
+}
+
+}  // namespace
+
+TEST_CASE("streamed gather: same bits as the group-per-bag kernel across bag, warp and feature "
+          "boundaries",
+          "[gpu][forward][streamed]") {
+  struct Types {
+    DType w;
+    PolicyKind policy;
+    std::int32_t D0, D1;  // both take a whole warp per bag on the vector path
+  };
+  const Types types[] = {{DType::F32, PolicyKind::SeedDefault, 128, 96},
+                         {DType::F32, PolicyKind::FbgemmCuda, 128, 68},
+                         {DType::F16, PolicyKind::SeedDefault, 256, 136}};
+  for (const Types& ty : types)
+    for (int pattern : {0, 1, 2})
+      for (PoolingMode pooling : {PoolingMode::Sum, PoolingMode::Mean})
+        for (bool weighted : {false, true})
+          for (bool bad : {false, true})
+            for (bool vbe : {false, true}) {
+              const DType index = (pattern + weighted + vbe) % 2 == 0 ? DType::I64 : DType::I32;
+              ForwardCase c = streamed_case(ty.w, ty.D0, ty.D1, pooling, weighted, bad, vbe,
+                                            pattern, index);
+              c.options.policy = make_policy(ty.policy, ty.w, DType::F32);
+              INFO("w=" << to_string(ty.w) << " policy=" << to_string(c.options.policy)
+                        << " D=" << ty.D0 << "/" << ty.D1 << " pattern=" << pattern
+                        << " pooling=" << to_string(pooling) << " weighted=" << weighted
+                        << " malformed=" << bad << " vbe=" << vbe << " index=" << to_string(index));
+              const std::int64_t expected_warnings = repair(c.view()).warnings;
+              std::optional<Outcome> base;
+              for (int staged : {0, 8, 16}) {
+                for (int per_warp : {32, 5, 1, 0}) {
+                  if (staged == 0 && per_warp != 32) continue;
+                  const bool rows32 = per_warp % 2 == 0;
+                  cuda::ForwardTuning tuning;
+                  tuning.staged_rows = staged;
+                  tuning.staged_bags_per_warp = per_warp;
+                  tuning.row_index32 = rows32;
+                  const bool fused = staged != 8 || per_warp != 5;
+                  INFO(describe_gpu(fused, tuning));
+                  const Outcome g = run_gpu(c, fused, tuning);
+                  REQUIRE(g.kind == Outcome::Kind::Ok);
+                  CHECK(g.sentinels_intact);
+                  CHECK(g.stats.warnings == expected_warnings);
+                  CHECK(has_path(g, "forward.pooled.streamed") == (staged != 0));
+                  CHECK(has_path(g, "forward.pooled.group_per_bag") == (staged == 0));
+                  const oracle::CheckReport report = oracle::check_forward(c.view(), g.output.data());
+                  INFO(report.summary());
+                  CHECK(report.passed());
+                  if (!base) base = g;
+                  else CHECK(count_bit_differences(*base, g) == 0);
+                }
+              }
+            }
+}
+
+TEST_CASE("streamed gather: launches it cannot take keep the group-per-bag kernel",
+          "[gpu][forward][streamed]") {
+  // D = 64 (FP32: 16 lanes per bag), D = 160 (FP32: column chunks), odd D (scalar path), and
+  // FP16 at D = 128 (16 lanes): the tuning asks for the ring, the plan runs the other kernel; the
+  // mixed call streams only its whole-warp features.
+  struct Shape {
+    DType w;
+    std::int32_t D0, D1;
+    bool streamed, other;
+  };
+  // (128 / 160: one launch of G = 32 merges a chunked feature with unchunked ones: not streamed)
+  const Shape shapes[] = {{DType::F32, 64, 64, false, true},   {DType::F32, 160, 160, false, true},
+                          {DType::F32, 127, 127, false, true}, {DType::F16, 128, 128, false, true},
+                          {DType::F32, 128, 64, true, true},   {DType::F32, 128, 160, false, true}};
+  for (const Shape& sh : shapes) {
+    ForwardCase c = streamed_case(sh.w, sh.D0, sh.D1, PoolingMode::Sum, true, false, false, 1,
+                                  DType::I64);
+    INFO("w=" << to_string(sh.w) << " D=" << sh.D0 << "/" << sh.D1);
+    cuda::ForwardTuning tuning;
+    tuning.staged_rows = 16;
+    const Outcome g = run_gpu(c, true, tuning);
+    REQUIRE(g.kind == Outcome::Kind::Ok);
+    CHECK(has_path(g, "forward.pooled.streamed") == sh.streamed);
+    CHECK(has_path(g, "forward.pooled.group_per_bag") == sh.other);
+    if (sh.streamed) {  // else both runs are the group-per-bag kernel: only the paths say anything
+      const Outcome base = run_gpu(c, true, cuda::ForwardTuning{});
+      REQUIRE(base.kind == Outcome::Kind::Ok);
+      CHECK(count_bit_differences(base, g) == 0);
+    }
+    const oracle::CheckReport report = oracle::check_forward(c.view(), g.output.data());
+    INFO(report.summary());
+    CHECK(report.passed());
+  }
+}
+
+TEST_CASE("streamed gather: launches of many blocks, bags per warp forced and chosen",
+          "[gpu][forward][streamed]") {
+  // B = 7000 bags per feature: 28000 bags, 110 blocks at 32 bags per warp, 875 at 4; chosen
+  // (0): 2 per warp on a 132-SM H100 / H200 (28000 / (132 SMs · 24 warps · 4 waves)).
+  for (DType index : {DType::I64, DType::I32})
+    for (bool weighted : {false, true}) {
+      ForwardCase c = streamed_case(DType::F32, 128, 96, PoolingMode::Mean, weighted, true, false,
+                                    1, index, 7000);
+      INFO("index=" << to_string(index) << " weighted=" << weighted);
+      const std::int64_t expected_warnings = repair(c.view()).warnings;
+      const Outcome base = run_gpu(c, true, cuda::ForwardTuning{});
+      REQUIRE(base.kind == Outcome::Kind::Ok);
+      CHECK(base.stats.warnings == expected_warnings);
+      for (int staged : {8, 16})
+        for (int per_warp : {32, 4, 0}) {
+          cuda::ForwardTuning tuning;
+          tuning.staged_rows = staged;
+          tuning.staged_bags_per_warp = per_warp;
+          INFO(describe_gpu(true, tuning));
+          const Outcome g = run_gpu(c, true, tuning);
+          REQUIRE(g.kind == Outcome::Kind::Ok);
+          CHECK(g.sentinels_intact);
+          CHECK(g.stats.warnings == expected_warnings);
+          CHECK(has_path(g, "forward.pooled.streamed"));
+          CHECK(count_bit_differences(base, g) == 0);
+        }
+      const oracle::CheckReport report = oracle::check_forward(c.view(), base.output.data());
+      INFO(report.summary());
+      CHECK(report.passed());
+    }
+}
+
+TEST_CASE("streamed gather: path names follow the kernel each launch runs",
+          "[gpu][forward][streamed]") {
+  // FP32 D = 128 (streamed) beside D = 127 (scalar path) with pipelined asked for: the scalar
+  // launch runs the group-per-bag kernel, nothing runs pipelined
+  ForwardCase c = streamed_case(DType::F32, 128, 127, PoolingMode::Sum, false, false, false, 1,
+                                DType::I64);
+  cuda::ForwardTuning tuning;
+  tuning.staged_rows = 8;
+  tuning.pipelined = true;
+  const Outcome g = run_gpu(c, true, tuning);
+  REQUIRE(g.kind == Outcome::Kind::Ok);
+  CHECK(has_path(g, "forward.pooled.streamed"));
+  CHECK(has_path(g, "forward.pooled.group_per_bag"));
+  CHECK_FALSE(has_path(g, "forward.pooled.pipelined"));
+  const Outcome base = run_gpu(c, true, cuda::ForwardTuning{});
+  REQUIRE(base.kind == Outcome::Kind::Ok);
+  CHECK(count_bit_differences(base, g) == 0);
+}
