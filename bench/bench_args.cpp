@@ -168,6 +168,10 @@ void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
                   "time the variants of one kernel only: wgmma or mma-sync (default all)")
       ->type_name("K")
       ->check(CLI::IsMember({"all", "wgmma", "mma-sync"}));
+  cli::add_decimal(*sub, "--warmup-ms", "MS", a.warmup_ms, 0, 60000,
+                   "after the 3 warm-up calls, keep calling each row's kernel (L2 flushed before "
+                   "each call, as timed) for MS milliseconds before timing it: the clock settles "
+                   "under the power limit (default 0; bench/peer_ikbo_fa.py has the same option)");
 }
 
 void add_cpu(CLI::App& app, CpuArgs& a) {

@@ -60,6 +60,7 @@ struct IkboFaArgs {
   bool unsorted = false;                ///< --unsorted: also a shuffled map
   std::int64_t dh = 128;                ///< --dh: head dimension Dh, 64 or 128
   std::string kernel = "all";           ///< --kernel: all, wgmma or mma-sync (the variants timed)
+  int warmup_ms = 0;                    ///< --warmup-ms: untimed calls per row after the 3 warm-ups
 };
 
 /// `tbe-bench small-table` (bench/small_table_bench.cu): the histogram path vs the generic path.

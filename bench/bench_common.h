@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -63,11 +64,25 @@ std::optional<std::vector<Variant>> only_variants(const std::vector<Variant>& al
   return out;
 }
 
-/// Times `body` (enqueued on `stream`) with events; flushes L2 before every iteration.
+/// Times `body` (enqueued on `stream`) with events; flushes L2 before every iteration. Warm-up:
+/// 3 calls, then, when `warmup_ms` > 0, (flush, call) pairs as the timed loop runs them until
+/// `warmup_ms` milliseconds of wall clock have passed, so that a kernel near the board's power
+/// limit is timed at the clock it settles to rather than at the one its predecessor left
+/// (`tbe-bench ikbo-fa --warmup-ms`; bench/peer_timing.py does the same).
 template <class F>
-Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_t flush_bytes) {
+Timing time_it(F&& body, int iters, cudaStream_t stream, void* flush, std::size_t flush_bytes,
+               double warmup_ms = 0) {
   for (int i = 0; i < 3; ++i) body();
   check(cudaStreamSynchronize(stream), "warm-up");
+  const auto soak_start = std::chrono::steady_clock::now();
+  for (int i = 0; warmup_ms > 0; ++i) {
+    const std::chrono::duration<double, std::milli> spent =
+        std::chrono::steady_clock::now() - soak_start;
+    if (spent.count() >= warmup_ms) break;
+    if (flush != nullptr) check(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream), "flush L2");
+    body();
+    check(cudaStreamSynchronize(stream), "warm-up");
+  }
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "event");
   check(cudaEventCreate(&b), "event");

@@ -3,7 +3,7 @@
 // user (U = B / 64, sorted map), S in {512, ..., 16384}, BF16 and FP16.
 //
 //   tbe-bench ikbo-fa [--iters N] [--json FILE] [--batch B] [--seq S]... [--dtype T]...
-//                     [--unsorted]   (bench_args.cpp)
+//                     [--unsorted] [--dh D] [--kernel K] [--warmup-ms MS]   (bench_args.cpp)
 //
 // Variants (same device inputs, uniform [-1, 1) rounded to the storage type):
 //   wgmma.kb128     AttentionKernel::Wgmma (the sm_90a kernel: TMA producer warpgroup, two wgmma
@@ -28,8 +28,10 @@
 //   *.unsorted      the same on a shuffled map (--unsorted; any map, same speed?)
 // Counting: FLOPs 4·B·H·n_seed·S·Dh (QKᵀ and PV; the softmax is not counted), TFLOP/s and % of the
 // cuBLAS BF16 rate (8192³ GEMM, FP32 accumulation) measured in the same run. Timing: CUDA events
-// around each call after 3 warm-ups, L2 flushed (256 MiB write, untimed) before every iteration;
-// median, min, max. Peers on the same shapes: bench/peer_ikbo_fa.py.
+// around each call after 3 warm-ups (and, with --warmup-ms MS, MS milliseconds more of untimed
+// calls: at large S the board runs at its power limit and the clock a row starts at depends on the
+// row before it, bench/results/README.md "session 20"), L2 flushed (256 MiB write, untimed) before
+// every iteration; median, min, max. Peers on the same shapes: bench/peer_ikbo_fa.py.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -66,6 +68,7 @@ struct Ctx {
   int iters = 20;
   std::int64_t dh = 128;        ///< --dh
   std::string kernel = "all";   ///< --kernel
+  double warmup_ms = 0;         ///< --warmup-ms
   double gemm_bf16 = 0;
   nlohmann::json results = nlohmann::json::array();
 };
@@ -133,7 +136,7 @@ void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
       cuda::AttentionOp op(p, tuning);
       DeviceBuffer ws(op.workspace_bytes());
       const Timing tm = time_it([&] { op.run(out.get(), ws.get(), c.stream); }, c.iters, c.stream,
-                                c.flush.get(), c.flush_bytes);
+                                c.flush.get(), c.flush_bytes, c.warmup_ms);
       op.finish();
       const std::string variant =
           kv.kernel == cuda::AttentionKernel::Wgmma
@@ -167,6 +170,7 @@ int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
   c.iters = args.iters;
   c.dh = args.dh;
   c.kernel = args.kernel;
+  c.warmup_ms = args.warmup_ms;
   cudaDeviceProp prop{};
   if (!first_device(prop)) return kNoDeviceExit;
   check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "stream");
@@ -176,16 +180,18 @@ int tbe::bench::ikbo_fa_main(const IkboFaArgs& args) {
   c.gemm_bf16 = cublas_gemm_tflops(handle, DType::BF16, c.stream, std::max(5, c.iters / 2));
   std::printf("device %s; cuBLAS 8192^3 BF16 GEMM (FP32 accumulation): %.0f TFLOP/s\n"
               "ikbo-fa: B=%lld H=%lld n_seed=%lld Dh=%lld, %lld candidates per user; FLOPs "
-              "4*B*H*n_seed*S*Dh\n\n",
+              "4*B*H*n_seed*S*Dh; warm-up per row: 3 calls + %g ms\n\n",
               prop.name, c.gemm_bf16, static_cast<long long>(args.batch),
               static_cast<long long>(kH), static_cast<long long>(kNSeed),
-              static_cast<long long>(c.dh), static_cast<long long>(kCandidatesPerUser));
+              static_cast<long long>(c.dh), static_cast<long long>(kCandidatesPerUser),
+              c.warmup_ms);
   std::printf("%-6s %6s %5s %-31s %8s %8s %8s %8s %8s  %s\n", "dtype", "S", "U", "variant",
               "med_ms", "min_ms", "max_ms", "TFLOP/s", "%cuBLAS", "paths");
   for (DType t : args.dtypes)
     for (std::int64_t S : args.seqs) run_shape(c, args.batch, S, t, args.unsorted);
   if (!args.json_path.empty()) {
     nlohmann::json j = {{"device", prop.name}, {"benchmark", "ikbo-fa"}, {"iters", c.iters},
+                        {"warmup_ms", c.warmup_ms},
                         {"flops_model", "4*B*H*n_seed*S*Dh"},
                         {"cublas_gemm_8192_bf16_tflops", c.gemm_bf16}, {"results", c.results}};
     std::ofstream(args.json_path) << j.dump(2) << "\n";

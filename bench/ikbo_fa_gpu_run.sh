@@ -14,6 +14,10 @@
 #               stock-Triton IKBO FA when packed) on the same shapes for PEER_DTYPES (default
 #               "bf16 fp16"), then tbe-bench ikbo-fa BF16 again (the peer's cold autotuning of
 #               320 configurations takes ~3 minutes per dtype)
+#   large       S = 4096 / 8192 / 16384 only, --iters 30, per dtype: tbe-bench ikbo-fa (wgmma rows),
+#               the peers (the Triton kernel autotuned at S = 512 first, --tune-seq, as the full
+#               sweep tunes it), tbe-bench again: the side-by-side where the board's power limit
+#               bites (~3 minutes per dtype with the Triton peer's autotuning)
 #   cutlass     CUTLASS's Hopper FMHA example on the same FLOPs (bench/peer_cutlass_fmha.sh), when
 #               packed
 #   variants    the wgmma kernel of every packed tbe-bench variant (VARIANTS at pack time), BF16 and
@@ -35,8 +39,11 @@
 #   STAGES=tests,sanitizers,mainjob bench/ikbo_fa_gpu_run.sh run [DIR]           (~6 minutes)
 #   STAGES=bench,cutlass,peers PEER_DTYPES=bf16 bench/ikbo_fa_gpu_run.sh run [DIR] (~6 minutes)
 #   STAGES=peers PEER_DTYPES=fp16 bench/ikbo_fa_gpu_run.sh run [DIR]             (~5 minutes)
+#   STAGES=large bench/ikbo_fa_gpu_run.sh run [DIR]                             (~6 minutes)
 # (one device call each: a command may run 10 minutes; the estimates include the Triton peer's
-# cold autotuning)
+# cold autotuning). Every timed row, ours and the peers', first runs WARMUP_MS (default 300)
+# milliseconds of untimed calls (--warmup-ms): at large S the board runs at its power limit, and
+# without it a row is timed at the clock its predecessor left (bench/results/README.md, session 20).
 # Logs and JSON in $OUT/ikbo-fa-logs.tar.xz (OUT default /tmp/out); a summary line per stage on
 # stdout.
 set -uo pipefail
@@ -60,6 +67,7 @@ case "$cmd" in
 esac
 
 start_run ikbo-fa "${2:-.gpu/ikbo-fa}" tests,sanitizers,mainjob,bench,peers,cutlass
+WARMUP_MS=${WARMUP_MS:-300}
 tail_tests="ikbo attention: more jobs than the persistent wgmma grid*,ikbo attention C19: exact tail tiles and S = 1,ikbo attention C22: empty key ranges give exact zeros"
 if want tests; then
   RC_PARAMS="max_success=${RC_N:-100}" step tests 240 $T "[attention]" -r compact
@@ -79,7 +87,7 @@ fi
 # fa NAME ARGS...: tbe-bench ikbo-fa (the binary FA_BIN, default the packed one) with the rows of
 # its table that match FA_ROWS printed
 fa() {
-  step "$1" 60 "${FA_BIN:-$B}" ikbo-fa --json "$OUT/$1.json" "${@:2}"
+  step "$1" 90 "${FA_BIN:-$B}" ikbo-fa --warmup-ms "$WARMUP_MS" --json "$OUT/$1.json" "${@:2}"
   cut -c1-120 "$OUT/$1.log" | grep -E "${FA_ROWS:-^(bf16|fp16|device|dtype)}"
 }
 if want bench; then
@@ -92,10 +100,24 @@ if want peers; then
   [ -f "$dir/triton_ikbo_fa.py" ] && triton=(--triton-ikbo "$dir/triton_ikbo_fa.py")
   for t in ${PEER_DTYPES:-bf16 fp16}; do
     PYTHONUNBUFFERED=1 step peer_$t 330 python3 "$root/bench/peer_ikbo_fa.py" --dtype $t \
-      "${triton[@]}" --json "$OUT/peer_$t.json"
-    grep -E "^(bf16|fp16)" "$OUT/peer_$t.log"
+      --warmup-ms "$WARMUP_MS" "${triton[@]}" --json "$OUT/peer_$t.json"
+    grep -E "^(bf16|fp16)|config" "$OUT/peer_$t.log"
   done
   fa fa_bf16_after_peers --dtype bf16
+fi
+if want large; then
+  triton=()
+  [ -f "$dir/triton_ikbo_fa.py" ] && triton=(--triton-ikbo "$dir/triton_ikbo_fa.py" --tune-seq 512)
+  for t in ${PEER_DTYPES:-bf16 fp16}; do
+    FA_ROWS="^$t .*wgmma.kb128 "
+    fa fa_large_${t}_a --dtype $t --seq 4096 --seq 8192 --seq 16384 --kernel wgmma --iters 30
+    PYTHONUNBUFFERED=1 step peer_large_$t 240 python3 "$root/bench/peer_ikbo_fa.py" --dtype $t \
+      --seq 4096 --seq 8192 --seq 16384 --iters 30 --warmup-ms "$WARMUP_MS" "${triton[@]}" \
+      --json "$OUT/peer_large_$t.json"
+    grep -E "^(bf16|fp16)|config" "$OUT/peer_large_$t.log"
+    fa fa_large_${t}_b --dtype $t --seq 4096 --seq 8192 --seq 16384 --kernel wgmma --iters 30
+    unset FA_ROWS
+  done
 fi
 if want cutlass; then
   if [ -f "$dir/88_hopper_fmha_f16.xz" ]; then

@@ -132,9 +132,10 @@ TEST_CASE("bench args: ikbo-fa, defaults and every option", "[cli]") {
   CHECK_FALSE(d.ikbo_fa.unsorted);
   CHECK(d.ikbo_fa.dh == 128);
   CHECK(d.ikbo_fa.kernel == "all");
+  CHECK(d.ikbo_fa.warmup_ms == 0);
   const IkboFaArgs a = command({"ikbo-fa", "--iters", "4", "--json", "f.json", "--batch", "256",
                                 "--seq", "4096", "--seq", "8192", "--dtype", "fp16", "--unsorted",
-                                "--dh", "64", "--kernel", "wgmma"})
+                                "--dh", "64", "--kernel", "wgmma", "--warmup-ms", "300"})
                            .ikbo_fa;
   CHECK(a.iters == 4);
   CHECK(a.json_path == "f.json");
@@ -144,7 +145,10 @@ TEST_CASE("bench args: ikbo-fa, defaults and every option", "[cli]") {
   CHECK(a.unsorted);
   CHECK(a.dh == 64);
   CHECK(a.kernel == "wgmma");
+  CHECK(a.warmup_ms == 300);
   CHECK_THAT(exit_of({"ikbo-fa", "--help"}).text, Catch::Contains("peer_ikbo_fa.py"));
+  check_usage_error({"ikbo-fa", "--warmup-ms", "-1"}, "--warmup-ms");
+  check_usage_error({"ikbo-fa", "--warmup-ms", "60001"}, "--warmup-ms");
   check_usage_error({"ikbo-fa", "--dh", "96"}, "--dh");
   check_usage_error({"ikbo-fa", "--kernel", "cutlass"}, "--kernel");
   check_usage_error({"ikbo-fa", "--dtype", "fp32"}, "--dtype");
