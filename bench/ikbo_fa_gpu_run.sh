@@ -17,7 +17,7 @@
 #   large       S = 4096 / 8192 / 16384 only, --iters 30, per dtype: tbe-bench ikbo-fa (wgmma rows),
 #               the peers (the Triton kernel autotuned at S = 512 first, --tune-seq, as the full
 #               sweep tunes it), tbe-bench again: the side-by-side where the board's power limit
-#               bites (~3 minutes per dtype with the Triton peer's autotuning)
+#               bites (3–4.5 minutes per dtype: the Triton peer autotunes for 1.5–2.5 minutes)
 #   cutlass     CUTLASS's Hopper FMHA example on the same FLOPs (bench/peer_cutlass_fmha.sh), when
 #               packed
 #   variants    the wgmma kernel of every packed tbe-bench variant (VARIANTS at pack time), BF16 and
@@ -39,7 +39,7 @@
 #   STAGES=tests,sanitizers,mainjob bench/ikbo_fa_gpu_run.sh run [DIR]           (~6 minutes)
 #   STAGES=bench,cutlass,peers PEER_DTYPES=bf16 bench/ikbo_fa_gpu_run.sh run [DIR] (~6 minutes)
 #   STAGES=peers PEER_DTYPES=fp16 bench/ikbo_fa_gpu_run.sh run [DIR]             (~5 minutes)
-#   STAGES=large bench/ikbo_fa_gpu_run.sh run [DIR]                             (~6 minutes)
+#   STAGES=large bench/ikbo_fa_gpu_run.sh run [DIR]                             (6–9 minutes)
 # (one device call each: a command may run 10 minutes; the estimates include the Triton peer's
 # cold autotuning). Every timed row, ours and the peers', first runs WARMUP_MS (default 300)
 # milliseconds of untimed calls (--warmup-ms): at large S the board runs at its power limit, and
