@@ -102,7 +102,10 @@ def main():
             v3 = (torch.rand(U * S, H, DH, device=dev, generator=gen) * 2 - 1).to(dt)
             cmap = (torch.arange(B, device=dev) * U // B).to(torch.int64)
             for name, fn in triton_fns:
-                fn(q3, k3, v3, cmap, N_SEED, S)
+                try:
+                    fn(q3, k3, v3, cmap, N_SEED, S)
+                except Exception as e:  # an entry point with another signature: skipped when timed too
+                    print(f"tuning {name} at S={S} ({dt_name}) skipped: {type(e).__name__}: {str(e)[:80]}")
             torch.cuda.synchronize()
             print(f"tuned at S={S} ({dt_name}): {best_configs(args.triton_ikbo)}")
             del q3, k3, v3

@@ -2,8 +2,8 @@
 3 warm-up calls (then, with warmup_ms > 0, untimed (flush, call) pairs for that many milliseconds
 of wall clock, like tbe-bench ikbo-fa --warmup-ms), a 256 MiB L2-flush write before every timed
 iteration, CUDA events around the call, and (median, min, max) in milliseconds over `iters`
-iterations. Imported by the peer
-scripts, which run as `python3 bench/peer_<name>.py` (their folder is on sys.path)."""
+iterations. Imported by the peer scripts, which run as `python3 bench/peer_<name>.py` (their
+folder is on sys.path)."""
 import statistics
 import time
 
