@@ -127,6 +127,19 @@ __device__ __forceinline__ std::int64_t last_le(const T* a, std::int64_t n, std:
   return lo - 1;
 }
 
+/// The segment holding bag k of a forward launch (PooledArgs::bags_per_segment > 0: a division;
+/// else a search); the pooled gathers' (kernels/pooled_gather*.cuh) one definition.
+__device__ __forceinline__ std::int64_t pooled_segment_of(const PooledArgs& a, std::int64_t k) {
+  if (a.bags_per_segment > 0) {
+    const std::int64_t s =
+        a.num_bags < (1ll << 31) && a.bags_per_segment < (1ll << 32)
+            ? static_cast<std::int64_t>(fast_div(a.segment_div, static_cast<std::uint32_t>(k)))
+            : k / a.bags_per_segment;
+    return s < a.num_segs ? s : a.num_segs - 1;
+  }
+  return last_le(a.seg_first_bag, a.num_segs, k);
+}
+
 /// Bag k was repaired by the offsets max-scan (docs/semantics.md "Bounds check"): its repaired
 /// end differs from the raw one (k + 1 < num_bags; the last offset is counted by the scan), or
 /// k == 0 and its start moved. raw / repaired: [num_bags + 1] offsets.

@@ -35,16 +35,6 @@ struct PooledGather {
 
   static constexpr unsigned kFullWarp = 0xffffffffu;
 
-  __device__ __forceinline__ std::int64_t segment_of(std::int64_t k) const {
-    if (a.bags_per_segment > 0) {
-      const std::int64_t s =
-          a.num_bags < (1ll << 31) && a.bags_per_segment < (1ll << 32)
-              ? static_cast<std::int64_t>(fast_div(a.segment_div, static_cast<std::uint32_t>(k)))
-              : k / a.bags_per_segment;
-      return s < a.num_segs ? s : a.num_segs - 1;
-    }
-    return last_le(a.seg_first_bag, a.num_segs, k);
-  }
 
   /// Indices each lane holds per tile: 2 for 16-bit weights (G = 16 for D = 128, so a tile of 32
   /// covers typical bags in one prefetch), 1 for FP32 (G = 32 already covers them; saves registers).
@@ -180,7 +170,7 @@ struct PooledGather {
     const W* table = static_cast<const W*>(a.weights);
     Out* out = nullptr;
     if (live) {
-      const std::int64_t s = segment_of(k);
+      const std::int64_t s = pooled_segment_of(a, k);
       const SegmentMeta seg = a.segs[s];
       const FeatureMeta fm = a.features[seg.feature];
       D = fm.dim;

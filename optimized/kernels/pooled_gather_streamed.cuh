@@ -57,23 +57,6 @@ inline constexpr int kStreamedSlotBytes = tuning::kWarpThreads * tuning::PooledG
 template <int kR> inline constexpr int kStreamedSmemBytes =
     kStreamedWarps * (kR * kStreamedSlotBytes + kStreamedBagsPerWarp * 40);
 
-/// 16-byte cp.async through L1 (.ca: hot rows stay in L1, as the group-per-bag kernel's __ldg).
-__device__ __forceinline__ void cp_async16_ca(unsigned smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
-}
-
-/// The segment holding bag k (PooledArgs::bags_per_segment > 0: a division; else a search).
-__device__ __forceinline__ std::int64_t pooled_segment_of(const PooledArgs& a, std::int64_t k) {
-  if (a.bags_per_segment > 0) {
-    const std::int64_t s =
-        a.num_bags < (1ll << 31) && a.bags_per_segment < (1ll << 32)
-            ? static_cast<std::int64_t>(fast_div(a.segment_div, static_cast<std::uint32_t>(k)))
-            : k / a.bags_per_segment;
-    return s < a.num_segs ? s : a.num_segs - 1;
-  }
-  return last_le(a.seg_first_bag, a.num_segs, k);
-}
-
 /// One bag of a warp's (up to 32), in shared memory (written once by its lane, read warp-uniformly by
 /// the producer and the consumer when they reach the bag; registers stay free for the sums).
 struct StreamedBag {
