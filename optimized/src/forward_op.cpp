@@ -315,9 +315,9 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
       const int w = v ? vec : 1;
       const int g = group_size_for(features[f].dim, w);
       (v ? any_vec : any_scalar) = true;
-      if (features[f].dim > g * w) any_chunked = true;
-      const std::int64_t b0 = P.layout.feature_bag_offset[f], b1 = P.layout.feature_bag_offset[f + 1];
       const bool chunked = features[f].dim > g * w;
+      if (chunked) any_chunked = true;
+      const std::int64_t b0 = P.layout.feature_bag_offset[f], b1 = P.layout.feature_bag_offset[f + 1];
       if (!P.pooled.empty() && P.pooled.back().group_size == g && P.pooled.back().vectorized == v &&
           P.pooled.back().bag_end == b0) {
         P.pooled.back().bag_end = b1;
