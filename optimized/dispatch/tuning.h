@@ -60,7 +60,8 @@ struct PooledGather {
   /// Row loads in flight per lane, compiled for every instance (the default): 4 independent
   /// gathers per lane before they are accumulated in index order. Measured on H200, seed-large:
   /// 8 took 1.08x (FP32) / 1.17x (FP16) the time of 4 (session 5), 1.36x / 1.23x with the
-  /// lock-step shuffles (session 10); 8 spills 250-580 bytes at 3 resident blocks.
+  /// lock-step shuffles (session 10); 8 spills 250-580 bytes at 3 resident blocks (54-216 bytes
+  /// since one kernel per (rows32, weighted) flag pair, where 4 spills 0-38).
   static constexpr int kRowsInFlight = 4;
   /// More loads in flight, compiled for kCompiledPooledTuning only (ForwardTuning::rows_in_flight
   /// = 8; the tests draw 4 or 8 at random).

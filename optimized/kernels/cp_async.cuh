@@ -18,9 +18,11 @@ __device__ __forceinline__ void cp_async16(unsigned smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
 }
 /// 16-byte cp.async through L1 (.ca: hot rows stay in L1, as __ldg would keep them; the streamed
-/// pooled gather) to the shared-space address `smem` (16-byte aligned both sides).
-__device__ __forceinline__ void cp_async16_ca(unsigned smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+/// pooled gather) to the shared-space address `smem` (16-byte aligned both sides); src_bytes < 16
+/// zero-fills the rest of the 16 bytes (0: sixteen zero bytes, gmem unread).
+__device__ __forceinline__ void cp_async16_ca(unsigned smem, const void* gmem, unsigned src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes)
+               : "memory");
 }
 /// 8-byte cp.async (.ca: .cg allows 16 bytes only) to the shared-space address `smem` (8-byte aligned).
 __device__ __forceinline__ void cp_async8(unsigned smem, const void* gmem) {

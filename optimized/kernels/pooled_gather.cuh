@@ -19,6 +19,8 @@
 // Shapes: W[Σ E·D] weights; indices[N]; offsets[num_bags + 1]; output per SegmentMeta.
 #pragma once
 
+#include <type_traits>
+
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
@@ -162,7 +164,7 @@ struct PooledGather {
   /// predicates), so every index broadcast is a full-warp shuffle with a constant mask; a group
   /// with live == false (past the launch's last bag) takes part with an empty bag and writes
   /// nothing.
-  template <bool kRows32>
+  template <bool kRows32, bool kWeighted>
   __device__ __forceinline__ void bag(bool live, std::int64_t k, std::int64_t start,
                                       std::int64_t end, const Tile& first) const {
     int D = 0;  // dead group: no column is active
@@ -208,10 +210,7 @@ struct PooledGather {
 #pragma unroll
       for (int v = 0; v < VEC; ++v) acc[v] = Acc(0);
       const W* table_c = table + c;
-      if (a.per_sample_weights != nullptr)
-        sum_columns<kRows32, true>(acc, start, end, L_warp, first, table_c, D, rows, active, c0 == 0);
-      else
-        sum_columns<kRows32, false>(acc, start, end, L_warp, first, table_c, D, rows, active, c0 == 0);
+      sum_columns<kRows32, kWeighted>(acc, start, end, L_warp, first, table_c, D, rows, active, c0 == 0);
       if (active) {
         Out o[VEC];
 #pragma unroll
@@ -226,15 +225,14 @@ struct PooledGather {
     if (count_bag && raw_end != end) atomicAdd(&a.counters->bad_bags, 1ull);
   }
 
-  /// bag() with the launch's row arithmetic (PooledArgs::rows32, uniform over the grid).
-  __device__ __forceinline__ void run_bag(bool live, std::int64_t k, std::int64_t start,
-                                          std::int64_t end, const Tile& first) const {
-    if (a.rows32) bag<true>(live, k, start, end, first);
-    else bag<false>(live, k, start, end, first);
-  }
 };
 
-template <class W, class Acc, class Out, class Idx, int VEC, bool kPipelined, int kRows>
+/// One kernel per combination of the launch's uniform flags (kRows32 = PooledArgs::rows32,
+/// kWeighted = per-sample weights), so each gets its own register allocation (one kernel holding
+/// all four spilled 100-476 bytes in its FP64-accumulation instances; bench/results/README.md,
+/// session 20).
+template <class W, class Acc, class Out, class Idx, int VEC, bool kPipelined, int kRows,
+          bool kRows32, bool kWeighted>
 __global__ void __launch_bounds__(kPooledBlock, kPipelined
                                                      ? tuning::PooledGather::kMinBlocksPerSmPipelined
                                                      : tuning::PooledGather::kMinBlocksPerSm)
@@ -260,7 +258,7 @@ pooled_gather_group_per_bag(const PooledArgs a) {
   }
   typename Gather::Tile cur = gather.load_tile(cur_s, cur_e);
   if constexpr (!kPipelined) {
-    gather.run_bag(live, k, cur_s, cur_e, cur);
+    gather.template bag<kRows32, kWeighted>(live, k, cur_s, cur_e, cur);
   } else {
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * groups_per_block;
     std::int64_t kn = k + stride;
@@ -279,7 +277,7 @@ pooled_gather_group_per_bag(const PooledArgs a) {
         nn_s = offsets[knn];
         nn_e = offsets[knn + 1];
       }
-      gather.run_bag(live, k, cur_s, cur_e, cur);
+      gather.template bag<kRows32, kWeighted>(live, k, cur_s, cur_e, cur);
       live = kn < bag_end;
       if (!__any_sync(Gather::kFullWarp, live)) break;
       k = kn; cur_s = nxt_s; cur_e = nxt_e; cur = nxt;
@@ -288,12 +286,13 @@ pooled_gather_group_per_bag(const PooledArgs a) {
   }
 }
 
-template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
-void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
+template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows,
+          bool kRows32, bool kWeighted>
+void launch_pooled_kernel(const PooledArgs& a, cudaStream_t stream) {
   using W = storage_t<kW>;
   constexpr int VEC = kVec ? tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W)) : 1;
   auto* kernel = pooled_gather_group_per_bag<W, storage_t<kAcc>, storage_t<kOut>, storage_t<kIdx>,
-                                             VEC, kPipelined, kRows>;
+                                             VEC, kPipelined, kRows, kRows32, kWeighted>;
   const std::int64_t bags = a.bag_end - a.bag_begin;
   if (bags <= 0) return;
   const std::int64_t per_block = kPooledBlock / a.group_size;
@@ -316,6 +315,21 @@ void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
     blocks = std::min<std::int64_t>(blocks, resident_blocks);
   }
   kernel<<<static_cast<unsigned>(blocks), kPooledBlock, 0, stream>>>(a);
+}
+
+/// The group-per-bag launch with the kernel instance of the launch's flags (32-bit row
+/// arithmetic, per-sample weights; both uniform over the grid).
+template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
+void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
+  auto with_weights = [&](auto rows32) {
+    constexpr bool r32 = decltype(rows32)::value;
+    if (a.per_sample_weights != nullptr)
+      launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, r32, true>(a, stream);
+    else
+      launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, r32, false>(a, stream);
+  };
+  if (a.rows32) with_weights(std::true_type{});
+  else with_weights(std::false_type{});
 }
 
 // Instantiations, one macro per weights type (kernels/pooled_gather_<w>.cu); every instance

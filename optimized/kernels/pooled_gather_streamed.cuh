@@ -19,15 +19,19 @@
 // index order, widen then add (or fma with the per-sample weight) in Acc; MEAN divides by L; one
 // rounding to Out. So both kernels give bitwise the same output (tested).
 // The stream runs in chunks of 32 steps, one index tile each (lane j holds the index and
-// per-sample weight of position c0 + j; the next tile is loaded while this one is used). Step u
-// issues position c0 + u and adds position c0 + u - (kR - 1); whole chunks are unrolled by kR so
-// the ring slots are constants, the first and last chunks test each step. Bag metadata (end,
-// table offset, E, D, output offset) is written to shared memory by lane i for bag k0 + i; the
-// producer and the consumer each follow their own bag, reading it when a position crosses a bag
-// end (empty bags are skipped by the producer and written as zeros by the consumer).
-// Fused bounds check: an index outside [0, E) of its bag's table reads row 0 and is counted;
-// repaired bags are counted with one ballot per warp.
-// Shapes: as PooledArgs (kernels/launch.h). Shared memory: kStreamedWarps · (kR · 512 + 32 · 40) bytes
+// per-sample weight of position c0 + j; the next tile is loaded while this one is used). At a
+// chunk's start lane j stages position c0 + j's StreamedRow in shared memory: its bag (a search
+// over the warp's bag ends), the fused check, the row's address and bytes. A step then issues
+// with one broadcast shared load and the copy (lanes whose columns start past the row's D
+// zero-fill theirs), and adds position c0 + u - (kR - 1) on every lane. Whole chunks are unrolled
+// by kR so the ring slots are constants; the first and last chunks test each step. Bag metadata
+// (end, feature, D, output offset) is written to shared memory by lane i for bag k0 + i;
+// the consumer follows its bag, reading it when a position crosses a bag end (empty bags are
+// written as zeros).
+// Fused bounds check: an index outside [0, E) of its bag's table (tested at the index's full
+// width) reads row 0 and is counted (one ballot per chunk); repaired bags are counted with one
+// ballot per warp.
+// Shapes: as PooledArgs (kernels/launch.h). Shared memory: kStreamedWarps · (kR · 512 + 32 · 24 + 32 · 16) bytes
 // (dynamic).
 #pragma once
 
@@ -52,28 +56,41 @@ inline constexpr int kStreamedWaves = 4;
 /// Bytes of one ring slot of a warp: 32 lanes × 16 bytes (one row of 32·VEC elements).
 inline constexpr int kStreamedSlotBytes = tuning::kWarpThreads * tuning::PooledGather::kVectorBytes;
 
-/// Dynamic shared memory of a streamed launch with a ring of kR rows per warp.
-/// (the rings, then each warp's 32 StreamedBag records: 1280 bytes per warp).
+/// Dynamic shared memory of a streamed launch with a ring of kR rows per warp
+/// (the rings, then each warp's 32 StreamedBag records, 768 bytes per warp, then each warp's 32
+/// StreamedRow records of the chunk being issued, 512 bytes per warp).
 template <int kR> inline constexpr int kStreamedSmemBytes =
-    kStreamedWarps * (kR * kStreamedSlotBytes + kStreamedBagsPerWarp * 40);
+    kStreamedWarps * (kR * kStreamedSlotBytes + kStreamedBagsPerWarp * 24 + tuning::kWarpThreads * 16);
 
-/// One bag of a warp's (up to 32), in shared memory (written once by its lane, read warp-uniformly by
-/// the producer and the consumer when they reach the bag; registers stay free for the sums).
+/// One bag of a warp's (up to 32), in shared memory (written once by its lane; read per lane by
+/// the producer's search when it stages a chunk's rows, warp-uniformly by the consumer when it
+/// reaches the bag; registers stay free for the sums). 24 bytes, so that bags and row records
+/// together keep the 1280 bytes per warp that let 3 blocks of the 16-row ring fit an SM.
 struct StreamedBag {
   std::int64_t end;        ///< offsets[k + 1]
-  std::int64_t table_off;  ///< element offset of the bag's table (FeatureMeta::table_offset)
-  std::int64_t rows;       ///< E of the table
   std::int64_t out_off;    ///< output element offset of the bag's row
-  std::int32_t dim, pad;   ///< D of the table
+  std::int32_t feature;    ///< the bag's feature (PooledArgs::features: table offset, E)
+  std::int32_t dim;        ///< D of the table
 };
 inline constexpr int kStreamedMetaBytes = kStreamedBagsPerWarp * static_cast<int>(sizeof(StreamedBag));
-static_assert(sizeof(StreamedBag) == 40, "kStreamedSmemBytes counts 40 bytes per bag");
+static_assert(sizeof(StreamedBag) == 24, "kStreamedSmemBytes counts 24 bytes per bag");
+
+/// One position of the chunk being issued, in shared memory (lane j writes position c0 + j's once
+/// per chunk; every lane reads each in turn with one broadcast load): the global address of its
+/// row (the fused check's repair applied) and the row's bytes, D·sizeof(W) (0 past the stream's
+/// end). A lane copies its 16 bytes when its column starts inside the row, else zero-fills them.
+struct alignas(16) StreamedRow {
+  unsigned long long row;  ///< address of the row's first element
+  unsigned row_bytes;      ///< D·sizeof(W) of the position's table
+  unsigned pad;
+};
+static_assert(sizeof(StreamedRow) == 16, "kStreamedSmemBytes counts 16 bytes per position");
 
 /// kCheck: the fused bounds check (PooledArgs::check_indices) compiled in or out, so the
 /// unchecked instance carries none of its registers.
 template <class W, class Acc, class Out, class Idx, int kR, bool kRows32, bool kWeighted, bool kCheck>
 __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t k0, int nb,
-                                              unsigned ring, StreamedBag* bags) {
+                                              unsigned ring, StreamedBag* bags, StreamedRow* rows) {
   constexpr int VEC = tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W));
   constexpr unsigned kFull = 0xffffffffu;
   const int lane = threadIdx.x & 31;
@@ -90,8 +107,8 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
     const std::int64_t s = pooled_segment_of(a, k);
     const SegmentMeta seg = a.segs[s];
     const FeatureMeta fm = a.features[seg.feature];
-    bags[lane] = StreamedBag{b_e, fm.table_offset, fm.rows,
-                             seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride, fm.dim, 0};
+    bags[lane] = StreamedBag{b_e, seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride,
+                             seg.feature, fm.dim};
     if (a.orig_offsets != nullptr) {  // fused check: count the repaired bags of the warp
       const Idx* raw = static_cast<const Idx*>(a.orig_offsets);
       const bool bad = (k + 1 < a.num_bags && static_cast<std::int64_t>(raw[k + 1]) != b_e) ||
@@ -117,20 +134,55 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
     }
   };
   std::int64_t idx_cur = 0, idx_nxt;
-  unsigned hi_bad = 0;  // kRows32 + fused check: lanes of the tile whose index is outside [0, 2^32)
   float w_cur = 1.0f, w_nxt, w_prv = 1.0f;
   load_idx(P0 + lane, idx_nxt, w_nxt);
+  const unsigned col_bytes = static_cast<unsigned>(col) * static_cast<unsigned>(sizeof(W));
 
-  // --- producer: bag pk of the position it issues; consumer: bag ck of the one it adds ---
-  int pk = 0;
-  std::int64_t pe = bags[0].end;
-  const W* p_table = weights + bags[0].table_off + col;
-  std::uint32_t p_row_bytes = static_cast<std::uint32_t>(bags[0].dim) * static_cast<std::uint32_t>(sizeof(W));
-  std::int32_t p_dim = bags[0].dim;
-  bool p_active = col < p_dim;
+  // lane j: the StreamedRow of position c0 + j (its index in idx_cur): its bag (the first with
+  // end > the position; empty bags skipped), the fused check at the index's full width (outside
+  // [0, E): row 0, counted), its row's address. One search and one address per lane per chunk,
+  // so the 32 steps only load a record each.
+  auto stage_rows = [&](std::int64_t c0) {
+    const std::int64_t p = P0 + c0 + lane;
+    StreamedRow rec{0ull, 0u, 0u};
+    [[maybe_unused]] bool bad = false;
+    if (p < P1) {
+      int lo = 0, hi = nb - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (bags[mid].end > p) hi = mid; else lo = mid + 1;
+      }
+      const StreamedBag& b = bags[lo];
+      const FeatureMeta& fm = a.features[b.feature];
+      const std::int64_t table_off = fm.table_offset;
+      std::int64_t r = idx_cur;
+      if constexpr (kCheck) {
+        if (r < 0 || r >= fm.rows) {
+          r = 0;  // the repair: row 0, the weight kept
+          bad = true;
+        }
+      }
+      const std::uint32_t row_bytes = static_cast<std::uint32_t>(b.dim) * static_cast<std::uint32_t>(sizeof(W));
+      const W* src;
+      if constexpr (kRows32)
+        src = reinterpret_cast<const W*>(reinterpret_cast<const char*>(weights + table_off) +
+                                         static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)) * row_bytes);
+      else
+        src = weights + table_off + r * b.dim;
+      rec = StreamedRow{reinterpret_cast<unsigned long long>(src), row_bytes, 0u};
+    }
+    if constexpr (kCheck) {
+      const unsigned m = __ballot_sync(kFull, bad);
+      if (m != 0 && lane == 0) atomicAdd(&a.counters->bad_indices, static_cast<unsigned long long>(__popc(m)));
+    }
+    __syncwarp();  // every lane is done with the previous chunk's records
+    rows[lane] = rec;
+    __syncwarp();
+  };
+
+  // --- consumer: bag ck of the position it adds ---
   int ck = 0;
-  std::int64_t ce = pe;
-  bool c_active = p_active;
+  std::int64_t ce = bags[0].end;
   Acc acc[VEC];
 #pragma unroll
   for (int v = 0; v < VEC; ++v) acc[v] = Acc(0);
@@ -152,7 +204,7 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
   // Chunks of 32 steps (one index tile). Step u of the chunk at c0 issues position c0 + u into
   // slot u % kR and adds position q = c0 + u - (kR - 1) from slot (u + 1) % kR (issued kR - 1
   // steps before; its index tile is this chunk's when u >= kR - 1, else the previous one's).
-  // Bag ends are compared as step numbers clamped to [0, 64] (pe_u, ce_u: recomputed per chunk
+  // The consumer's bag end is compared as a step number clamped to [0, 64] (ce_u: recomputed per chunk
   // and at each bag change), so a step's tests are one 32-bit compare each.
   const std::int64_t n = P1 - P0;
   const std::int64_t steps = n + (kR - 1);
@@ -160,34 +212,13 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
     return static_cast<int>(x < 0 ? 0 : (x > 64 ? 64 : x));
   };
   // one step: issue position c0 + u into slot u % kR (issue), add position c0 + u - (kR - 1)
-  // from slot (u + 1) % kR (add); pe_u / ce_u: the bag ends as step numbers of this chunk
-  auto step = [&](std::int64_t c0, int u, int& pe_u, int& ce_u, bool issue, bool add) {
-    if (issue) {
-      if (u >= pe_u) {  // the bag of position c0 + u (empty bags skipped; warp-uniform)
-        do { pe = bags[++pk].end; } while (P0 + c0 + u >= pe);
-        pe_u = clamp_steps(pe - P0 - c0);
-        p_table = weights + bags[pk].table_off + col;
-        p_dim = bags[pk].dim;
-        p_row_bytes = static_cast<std::uint32_t>(p_dim) * static_cast<std::uint32_t>(sizeof(W));
-        p_active = col < p_dim;
-      }
-      std::int64_t r;
-      if constexpr (kRows32) r = static_cast<std::uint32_t>(__shfl_sync(kFull, static_cast<std::uint32_t>(idx_cur), u));
-      else r = __shfl_sync(kFull, idx_cur, u);
-      if (kCheck &&
-          (r < 0 || r >= bags[pk].rows || (kRows32 && ((hi_bad >> u) & 1u) != 0))) {  // warp-uniform
-        r = 0;  // the repair: row 0, the weight kept
-        if (lane == 0) atomicAdd(&a.counters->bad_indices, 1ull);
-      }
-      if (p_active) {
-        const W* src;
-        if constexpr (kRows32)
-          src = reinterpret_cast<const W*>(reinterpret_cast<const char*>(p_table) +
-                                           static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)) * p_row_bytes);
-        else
-          src = p_table + r * p_dim;
-        cp_async16_ca(ring + static_cast<unsigned>(u & (kR - 1)) * kStreamedSlotBytes, src);
-      }
+  // from slot (u + 1) % kR (add); ce_u: the consumer's bag end as a step number of this chunk
+  auto step = [&](std::int64_t c0, int u, int& ce_u, bool issue, bool add) {
+    if (issue) {  // lane l's 16 bytes of the row, zeros where its columns start past D
+      const StreamedRow rec = rows[u];  // one broadcast load
+      const bool inside = col_bytes < rec.row_bytes;  // else zero-fill from the row's start, unread
+      cp_async16_ca(ring + static_cast<unsigned>(u & (kR - 1)) * kStreamedSlotBytes,
+                    reinterpret_cast<const char*>(rec.row) + (inside ? col_bytes : 0u), inside ? 16u : 0u);
     }
     cp_async_commit();  // one group per step (empty when nothing was issued): uniform counts
     if (add) {
@@ -199,11 +230,11 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
           ce = bags[++ck].end;
         } while (P0 + q >= ce);
         ce_u = clamp_steps(ce - P0 - c0 + (kR - 1));
-        c_active = col < bags[ck].dim;
       }
       float w = 1.0f;
       if constexpr (kWeighted) w = __shfl_sync(kFull, u >= kR - 1 ? w_cur : w_prv, (u - (kR - 1)) & 31);
-      if (c_active) {
+      {  // every lane adds: lanes whose columns start past the bag's D add the zeros their copy
+         // wrote, into sums that flush neither stores nor keeps
         RawRow<W, VEC> raw;
         const unsigned slot = ring + static_cast<unsigned>((u + 1) & (kR - 1)) * kStreamedSlotBytes;
         asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
@@ -229,12 +260,8 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
     w_prv = w_cur;
     idx_cur = idx_nxt;
     w_cur = w_nxt;
-    // 32-bit row arithmetic shuffles only the low word of an index: the fused check first marks
-    // the tile's indices outside [0, 2^32) (out of range of every table the launch allows)
-    if constexpr (kRows32 && kCheck)
-        hi_bad = __ballot_sync(kFull, static_cast<std::uint64_t>(idx_cur) > 0xffffffffull);
+    stage_rows(c0);
     load_idx(P0 + c0 + 32 + lane, idx_nxt, w_nxt);
-    int pe_u = clamp_steps(pe - P0 - c0);
     int ce_u = clamp_steps(ce - P0 - c0 + (kR - 1));
     if (guarded) {
       const int issue_end = clamp_steps(n - c0);
@@ -242,12 +269,12 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
       const int add_end = clamp_steps(steps - c0);
 #pragma unroll 1
       for (int u = 0; u < 32; ++u)
-        step(c0, u, pe_u, ce_u, u < issue_end, u >= add_begin && u < add_end);
+        step(c0, u, ce_u, u < issue_end, u >= add_begin && u < add_end);
     } else {
 #pragma unroll 1
       for (int u0 = 0; u0 < 32; u0 += kR) {
 #pragma unroll
-        for (int u1 = 0; u1 < kR; ++u1) step(c0, u0 + u1, pe_u, ce_u, true, true);
+        for (int u1 = 0; u1 < kR; ++u1) step(c0, u0 + u1, ce_u, true, true);
       }
     }
   };
@@ -282,7 +309,10 @@ pooled_gather_streamed(const PooledArgs a) {
                         static_cast<unsigned>(warp * kR * kStreamedSlotBytes + lane * tuning::PooledGather::kVectorBytes);
   StreamedBag* bags = reinterpret_cast<StreamedBag*>(streamed_ring + kStreamedWarps * kR * kStreamedSlotBytes +
                                                      warp * kStreamedMetaBytes);
-  streamed_warp<W, Acc, Out, Idx, kR, kRows32, kWeighted, kCheck>(a, k0, nb, ring, bags);
+  StreamedRow* rows = reinterpret_cast<StreamedRow*>(
+      streamed_ring + kStreamedWarps * (kR * kStreamedSlotBytes + kStreamedMetaBytes) +
+      warp * tuning::kWarpThreads * static_cast<int>(sizeof(StreamedRow)));
+  streamed_warp<W, Acc, Out, Idx, kR, kRows32, kWeighted, kCheck>(a, k0, nb, ring, bags, rows);
 }
 
 /// One launch of the instance with the launch's flags (a.rows32, per-sample weights, a.check_indices).

@@ -52,9 +52,10 @@ struct ForwardTuning {
   /// the group-per-bag kernel; 8 or 16 the streamed kernel (path "forward.pooled.streamed"),
   /// whose warps stream the lookups of up to 32 consecutive bags through a ring of that many rows in
   /// shared memory, filled by cp.async across bag boundaries. Same output bits either way.
-  /// Measured (session 20, H100, bench/results/README.md), 8 rows against 0 in the same run:
-  /// seed-large FP32 weights 0.85x the time with FP64 accumulation, 0.84x with FP32 accumulation,
-  /// 1.06x with the fused check; prod-mixed (B = 4096) 1.05x, fbgemm-bench-default 0.94x.
+  /// Measured (session 21, H100, bench/results/README.md), 8 rows against 0 in the same run:
+  /// seed-large FP32 weights 0.87x the time with FP64 accumulation (5.40 vs 6.20 ms), 0.97x with
+  /// FP32 accumulation, 0.85x with the fused check, 1.00x with FP16 weights; prod-mixed
+  /// (B = 4096) 1.05x, fbgemm-bench-default 0.99x. Not the default for that reason.
   int staged_rows = 0;
   /// Streamed kernel: consecutive bags per warp, 1..32; 0 (default) chooses from the launch's bag
   /// count (32 while the grid still fills the device 4 times over, fewer for small launches).
