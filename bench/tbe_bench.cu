@@ -91,6 +91,8 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
       {"fp32.fused.s16", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 16},
       {"fp32acc32.nocheck.s8", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, true, 8},
       {"fp32acc32.nocheck.s16", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, true, 16},
+      {"fp16.nocheck.s8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 8},
+      {"fp16.fused.s8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 8},
       {"fp32.nocheck.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
       {"fp32.nocheck.noL1pref.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
       {"fp32.nocheck.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
