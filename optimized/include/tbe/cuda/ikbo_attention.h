@@ -15,9 +15,10 @@
 //
 // Map check: run() enqueues a check first (its own kernel, or part of the one-CTA grouping) that
 // records the first position b with cand_to_user[b] outside [0, U) in the workspace; the
-// attention kernel reads it first and exits
-// without writing. finish() then throws InvalidArgument("cand_to_user", the validate_map
-// message) and `out` is bitwise untouched.
+// attention kernel reads it first and exits without writing. finish() then throws
+// tbe::ikbo::validate_map's InvalidArgument on the downloaded map (argument "cand_to_user[b]" of
+// the first offender, message "cand_to_user[7]: 15 outside [0, U=15)"; docs/ikbo.md
+// "Candidate-to-user map") and `out` is bitwise untouched.
 #pragma once
 
 #include <cstddef>
@@ -190,9 +191,10 @@ class AttentionOp {
   /// allocation. B = 0: only the reset of the map flag is enqueued.
   void run(void* d_out, void* d_workspace, cudaStream_t stream = nullptr);
 
-  /// Synchronizes the stream of the last run(). Throws InvalidArgument ("cand_to_user", the
-  /// validate_map message) if the map had a value outside [0, U) (out untouched), DeviceError on a
-  /// CUDA error.
+  /// Synchronizes the stream of the last run(). Throws InvalidArgument ("cand_to_user[b]", the
+  /// validate_map message, b the first offender) if the map had a value outside [0, U) (out
+  /// untouched; "cand_to_user" and the flagged position if the map no longer has one, i.e. it
+  /// changed since run()), DeviceError on a CUDA error.
   void finish();
 
   /// The kernel that runs (Auto resolved for this device and problem).

@@ -14,9 +14,10 @@
 // the first offending position in the workspace (atomicMin). Only the op's own kernels write `out`
 // (the gather-add of the decomposed stages, the fused candidate GEMM), and each of them reads the
 // flag first and exits without writing if it is set; the cuBLAS GEMMs write only into the
-// workspace. finish() then throws InvalidArgument("cand_to_user", ...) with the same message as
-// tbe::ikbo::validate_map ("cand_to_user[7]: 15 outside [0, U=15)"), and `out` is bitwise
-// untouched. No kernel ever reads E_u or the user result at an out-of-range user.
+// workspace. finish() then throws tbe::ikbo::validate_map's InvalidArgument on the downloaded
+// map (argument "cand_to_user[b]" of the first offender, message "cand_to_user[7]: 15 outside
+// [0, U=15)"), and `out` is bitwise untouched. No kernel ever reads E_u or the user result at an
+// out-of-range user.
 #pragma once
 
 #include <cstddef>
@@ -155,9 +156,10 @@ class LceOp {
   /// synchronization, no allocation by the op.
   void run(void* d_out, void* d_workspace, cudaStream_t stream = nullptr);
 
-  /// Synchronizes the stream of the last run(). Throws InvalidArgument ("cand_to_user", the
-  /// validate_map message) if the map had a value outside [0, U) (out untouched), DeviceError on
-  /// a CUDA or cuBLAS error.
+  /// Synchronizes the stream of the last run(). Throws InvalidArgument ("cand_to_user[b]", the
+  /// validate_map message, b the first offender) if the map had a value outside [0, U) (out
+  /// untouched; "cand_to_user" and the flagged position if the map no longer has one, i.e. it
+  /// changed since run()), DeviceError on a CUDA or cuBLAS error.
   void finish();
 
   /// The stage that runs (FusedEpilogue on F32 storage runs PaddedK) and what it uses, e.g.
