@@ -1,8 +1,10 @@
-// Device-level IKBO cross-attention operator (CUTLASS-style lifecycle, like LceOp,
-// tbe/cuda/validated.h): can_implement (no device needed), construct (validate once + plan +
-// upload k_offsets), query the workspace, run(stream) without host sync, finish() to sync and
-// report. Semantics: docs/ikbo.md "Attention", reference/include/tbe/ikbo.h (AttentionProblem);
-// design and measurements: optimized/README.md ("IKBO attention").
+// Device-level IKBO (in-kernel broadcast) cross-attention operator: the cross attention of
+// FBGEMM fbgemm_gpu/experimental/ikbo (its stock-Triton IKBO FA is the peer timed by
+// bench/peer_ikbo_fa.py). CUTLASS-style lifecycle, like LceOp (tbe/cuda/validated.h):
+// can_implement (no device needed), construct (validate once + plan + upload k_offsets), query the
+// workspace, run(stream) without host sync, finish() to sync and report. Semantics: docs/ikbo.md
+// "Attention", reference/include/tbe/ikbo.h (AttentionProblem); design and measurements:
+// optimized/README.md ("IKBO attention").
 //
 //   out[b·n_seed + i, h] = Σ_j softmax_j(scale·⟨q[b·n_seed + i, h], k[j, h]⟩) · v[j, h]
 //   over the keys j of user u = cand_to_user[b]: [u·S, (u+1)·S) dense, [k_offsets[u],
