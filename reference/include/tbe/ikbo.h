@@ -94,6 +94,9 @@ void lce_reference(const LceProblem& p, void* out);
 /// Dense: k_offsets empty and S >= 1 (user u owns keys [u·S, (u+1)·S)).
 /// Jagged: k_offsets [U + 1] non-decreasing from 0 (user u owns [k_offsets[u], k_offsets[u+1]));
 ///   an empty range gives zeros. scale = 0 means 1/sqrt(Dh).
+/// Memory space: host for the reference (every pointer and k_offsets); device for
+/// tbe::cuda::AttentionOp (q, k, v and cand_to_user), whose k_offsets stays a host span (the op
+/// reads it on the host and uploads its own copy).
 struct AttentionProblem {
   std::int64_t B = 0, U = 0, n_seed = 0, H = 0, Dh = 0, S = 0;
   std::span<const std::int64_t> k_offsets;
@@ -116,12 +119,20 @@ std::int64_t attention_output_numel(const AttentionProblem& p);
 /// (added) The scale in effect: p.scale, or 1/sqrt(Dh) when p.scale == 0.
 double attention_scale(const AttentionProblem& p);
 /// (added) Key range [first, last) of user u: [u·S, (u+1)·S) dense, k_offsets[u..u+1] jagged.
+/// Precondition, not checked: validate(p) passed and 0 <= u < p.U (a map value that passed
+/// validate_map); any other u reads outside k_offsets (jagged) or names keys outside [0, U·S)
+/// (dense).
 std::pair<std::int64_t, std::int64_t> attention_key_range(const AttentionProblem& p,
                                                           std::int64_t u);
 
-/// FP64 attention with a max-subtracted softmax: out [B·n_seed, H, Dh].
+/// FP64 attention with a max-subtracted softmax: returns out [B·n_seed, H, Dh] (FP64). Throws
+/// InvalidArgument, naming the argument, when validate(p) fails (shapes, dtypes, scale, null
+/// pointers, k_offsets), then when validate_map does (a cand_to_user value outside [0, U)).
 std::vector<double> attention_reference_fp64(const AttentionProblem& p);
-/// The CPU fallback: attention_reference_fp64 rounded once (RNE) to policy.storage into `out`.
+/// The CPU fallback: attention_reference_fp64 rounded once (RNE) to policy.storage into `out`
+/// ([B·n_seed, H, Dh] of policy.storage, host). Throws InvalidArgument, first failure wins:
+/// validate(p); then "out" when `out` is null and B·n_seed·H·Dh > 0; then validate_map. Nothing
+/// is written on error.
 void attention_reference(const AttentionProblem& p, void* out);
 
 /// The host-level IKBO operator interface that the reference (CPU fallback) and the CUDA backend
