@@ -28,7 +28,10 @@ std::string to_string(MapCheck m);  ///< "host", "device"
 struct CudaIkboOptions {
   LceStage stage = LceStage::PaddedK;  ///< the LCE stage lce() runs
   LceTuning lce = {};                  ///< L2Chunked knobs (chunk_candidates: 0 = by L2 size)
-  AttentionTuning attention = {};      ///< the attention kernel's tile shape
+  /// AttentionOp's knobs (AttentionTuning): which kernel runs (wgmma or mma.sync), the mma.sync
+  /// key block, Q placement and K/V stages, the wgmma schedule, the device grouping of the
+  /// candidates and the epilogue.
+  AttentionTuning attention = {};
   MapCheck map_check = MapCheck::Host;  ///< where a bad cand_to_user is caught
 };
 
