@@ -204,7 +204,7 @@ TEST_CASE("LceOp::can_implement: ok, validate's Status, the map, then the CUDA l
 }
 
 TEST_CASE("AttentionOp::can_implement: ok, validate's Status, the map, then the CUDA limits",
-          "[can_implement][ikbo]") {
+          "[can_implement][ikbo][attention]") {
   ikbo::AttentionShape shape;
   shape.B = 6;
   shape.U = 3;
