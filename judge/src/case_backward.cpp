@@ -300,7 +300,8 @@ int replay_backward(const std::string& dir, io::BackwardCaseFile& c, std::ostrea
                      " vs cpu: " + outcome_text(ref))
      << "\n";
   return detail::finish_replay(os, dir, ref.passed(), gpu_ran, gpu.passed(), agree,
-                               c.recorded ? &c.recorded->implementation : nullptr);
+                               detail::recorded_name(c.recorded),
+                               detail::recorded_error(c.recorded));
 }
 
 }  // namespace detail

@@ -105,13 +105,14 @@ void print_side_verdict(std::ostream& os, bool passed, const std::vector<std::st
 }
 
 int finish_replay(std::ostream& os, const std::string& dir, bool cpu_ok, bool gpu_ran, bool gpu_ok,
-                  bool agree, const std::string* recorded_by) {
+                  bool agree, const std::string* recorded_by, const std::string* recorded_error) {
   gpu_ok = !gpu_ran || gpu_ok;
   os << "verdict: cpu " << (cpu_ok ? "passed" : "FAILED") << ", gpu "
      << (!gpu_ran ? "skipped" : gpu_ok ? "passed" : "FAILED") << "\n";
   if (recorded_by != nullptr)
-    os << "(the case also records outputs of " << *recorded_by << ": " << check_case_command(dir)
-       << ")\n";
+    os << "(the case also records "
+       << (recorded_error != nullptr ? "the " + *recorded_error + " error" : std::string("outputs"))
+       << " of " << *recorded_by << ": " << check_case_command(dir) << ")\n";
   return cpu_ok && gpu_ok && agree ? kExitOk : kExitFailed;
 }
 
@@ -285,8 +286,8 @@ int replay_forward(const std::string& dir, io::CaseFile& c, std::ostream& os, Ba
     gpu_ran = gpu_ran || sides[i].ran;
     if (sides[i].ran && !sides[i].passed()) gpu_ok = false;
   }
-  return finish_replay(os, dir, cpu_ok, gpu_ran, gpu_ok, agree,
-                       c.recorded ? &c.recorded->implementation : nullptr);
+  return finish_replay(os, dir, cpu_ok, gpu_ran, gpu_ok, agree, recorded_name(c.recorded),
+                       recorded_error(c.recorded));
 }
 
 }  // namespace detail

@@ -146,7 +146,8 @@ int replay_ikbo(const std::string& dir, const CaseFile& c, std::ostream& os,
   const Side& gpu = sides.back();
   const bool gpu_ran = gpu.ran && sides.size() > 1;
   return detail::finish_replay(os, dir, ref.passed(), gpu_ran, gpu.passed(), /*agree=*/true,
-                               c.recorded ? &c.recorded->implementation : nullptr);
+                               detail::recorded_name(c.recorded),
+                               detail::recorded_error(c.recorded));
 }
 
 void print_common_header(std::ostream& os, const std::string& name, const std::string& op,

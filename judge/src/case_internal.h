@@ -61,11 +61,24 @@ bool print_side_start(std::ostream& os, const Side& s) {
 void print_side_verdict(std::ostream& os, bool passed, const std::vector<std::string>& problems);
 
 /// The last lines of every operator's replay: "verdict: cpu passed|FAILED, gpu
-/// passed|FAILED|skipped" and, when the case also records another implementation's outputs
-/// (`recorded_by` not null: its name), the command that judges them. Returns kExitOk when the
-/// CPU side passed, the GPU side passed or did not run, and the sides agreed; else kExitFailed.
+/// passed|FAILED|skipped" and, when the case also records another implementation's result
+/// (`recorded_by` not null: its name), what it records (its outputs, or the error it raised:
+/// `recorded_error` not null, e.g. "invalid_argument") and the command that judges it. Returns
+/// kExitOk when the CPU side passed, the GPU side passed or did not run, and the sides agreed;
+/// else kExitFailed.
 int finish_replay(std::ostream& os, const std::string& dir, bool cpu_ok, bool gpu_ran, bool gpu_ok,
-                  bool agree, const std::string* recorded_by);
+                  bool agree, const std::string* recorded_by, const std::string* recorded_error);
+
+/// finish_replay's recorded_by and recorded_error for a case's optional recorded block (any
+/// operator's: a member `implementation` and an optional `error`).
+template <class Recorded>
+const std::string* recorded_name(const std::optional<Recorded>& r) {
+  return r ? &r->implementation : nullptr;
+}
+template <class Recorded>
+const std::string* recorded_error(const std::optional<Recorded>& r) {
+  return r && r->error ? &*r->error : nullptr;
+}
 
 /// "case:", "provenance:", "seed:" and "problem:" lines of a case (the problem in one line).
 void print_case_header(std::ostream& os, const io::CaseFile& c);

@@ -504,7 +504,10 @@ TEST_CASE("replay backward and ikbo cases", "[verify][cases]") {
   io::write_case(bwd, backward_case(DType::BF16, true));
   io::BackwardCaseFile f = backward_case();
   f.problem.forward.options.bounds_check = BoundsCheckMode::Fatal;
-  f.recorded.reset();
+  io::BackwardRecordedOutputs raised;  // an implementation that raised, as the reference does
+  raised.implementation = "raises";
+  raised.error = "bounds_check";
+  f.recorded = raised;
   io::write_case(fatal, f);
   io::write_case(lce, lce_case());
   io::write_case(att, attention_case());
@@ -532,6 +535,9 @@ TEST_CASE("replay backward and ikbo cases", "[verify][cases]") {
     std::ostringstream os;
     replay_case(fatal, os, ReplayDevices{ref.get(), nullptr, ""});
     CHECK_THAT(os.str(), Catch::Contains("errors: agree (every side that ran: BoundsCheckError("));
+    // a recorded error is named as one, not as outputs
+    CHECK_THAT(os.str(), Catch::Contains("(the case also records the bounds_check error of raises: "
+                                         "tbe-verify check"));
     std::ostringstream os2;
     replay_case(bwd, os2, ReplayDevices{ref.get(), nullptr, ""});
     CHECK_THAT(os2.str(), Catch::Contains("oracle: weights ["));
