@@ -294,9 +294,12 @@ AttentionCaseFile read_attention_json(const CaseJson& cj) {
   sh.n_seed = r.integer(sj, "shape", "n_seed", 1, kI64);
   sh.H = r.integer(sj, "shape", "H", 1, kI64);
   sh.Dh = r.integer(sj, "shape", "Dh", 1, kI64);
-  sh.S = r.integer(sj, "shape", "S", 0, kI64);
+  // jagged first: it decides S's rule (dense: >= 1, stated as the dense rule; jagged: >= 0)
   sh.jagged = r.boolean(sj, "shape", "jagged");
-  if (!sh.jagged && sh.S < 1) r.fail("shape.S", "0 must be >= 1 in dense mode (shape.jagged is false)");
+  const std::int64_t s_min = sh.jagged ? 0 : std::numeric_limits<std::int64_t>::min();
+  sh.S = r.integer(sj, "shape", "S", s_min, kI64);
+  if (!sh.jagged && sh.S < 1)
+    r.fail("shape.S", std::to_string(sh.S) + " must be >= 1 in dense mode (shape.jagged is false)");
   sh.scale = r.number(sj, "shape", "scale");
   if (sh.scale < 0.0) r.fail("shape.scale", short_json(sj["scale"]) + " must be > 0 (or 0 for 1/sqrt(Dh))");
   p.map = read_map_kind(r, j);
