@@ -144,8 +144,19 @@ void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
       "CUDA device is visible.");
   add_iters(*sub, a.iters);
   sub->add_option("--json", a.json_path, "write the results as JSON")->type_name("FILE");
-  cli::add_decimal(*sub, "--batch", "B", a.batch, std::int64_t{64}, std::int64_t{1} << 20,
-                   "candidates B (U = B / 64; default 2048)");
+  constexpr std::int64_t per_user = kIkboFaCandidatesPerUser, max_batch = std::int64_t{1} << 20;
+  cli::add_parsed(
+      *sub, "--batch", a.batch,
+      [](const std::string& text) {
+        const std::int64_t b = cli::parse_decimal(text, per_user, max_batch);
+        if (b % per_user != 0)
+          throw std::invalid_argument("'" + text + "' is not a multiple of " +
+                                      std::to_string(per_user) + " (the ikbo-fa shape has " +
+                                      std::to_string(per_user) + " candidates per user)");
+        return b;
+      },
+      "candidates B, a multiple of 64 (U = B / 64 users; default 2048)")
+      ->type_name("B:[" + std::to_string(per_user) + ", " + std::to_string(max_batch) + "]");
   sub->add_option_function<std::vector<std::int64_t>>(
          "--seq", [&a](const std::vector<std::int64_t>& v) { a.seqs = v; },
          "keys per user S (repeatable; default 512 1024 2048 4096 8192 16384)")

@@ -17,6 +17,9 @@ namespace tbe::bench {
 /// Largest --batch of `forward` and `backward`; largest --iters of every subcommand.
 inline constexpr std::int64_t kMaxBenchBatch = std::int64_t{1} << 22;
 inline constexpr int kMaxBenchIters = 100000;
+/// Candidates per user of the ikbo-fa shape (docs/ikbo.md): `tbe-bench ikbo-fa --batch B` takes
+/// a multiple of it, U = B / kIkboFaCandidatesPerUser users.
+inline constexpr std::int64_t kIkboFaCandidatesPerUser = 64;
 
 /// `tbe-bench forward` (bench/tbe_bench.cu).
 struct ForwardArgs {
@@ -54,7 +57,7 @@ struct IkboLceArgs {
 struct IkboFaArgs {
   int iters = 20;                       ///< --iters N
   std::string json_path;                ///< --json FILE, "" for none
-  std::int64_t batch = 2048;            ///< --batch B (U = B / 64)
+  std::int64_t batch = 2048;            ///< --batch B, a multiple of 64 (U = B / 64)
   std::vector<std::int64_t> seqs = {512, 1024, 2048, 4096, 8192, 16384};  ///< --seq S (repeatable)
   std::vector<DType> dtypes = {DType::BF16, DType::F16};                  ///< --dtype T (repeatable)
   bool unsorted = false;                ///< --unsorted: also a shuffled map
@@ -97,8 +100,9 @@ struct BenchCommand {
 /// Parses tbe-bench's command line (argv[0] is the program). Returns the command, or how to end:
 /// --help (status 0, the help of the command named) or a usage error (status 2, a message naming
 /// the flag): no or an unknown subcommand, an unknown flag, a missing value, a number out of range
-/// or not decimal, a bad name (--workload, --bounds, --rounding, --sweep-rounding). Touches no
-/// device: main() calls it before looking for one.
+/// or not decimal, an ikbo-fa --batch that is not a multiple of kIkboFaCandidatesPerUser, a bad
+/// name (--workload, --bounds, --rounding, --sweep-rounding). Touches no device: main() calls it
+/// before looking for one.
 cli::Parsed<BenchCommand> parse_bench_args(int argc, const char* const* argv);
 
 /// The variants of `names` that --only NAMES (comma-separated, "" = all) selects, in their order.

@@ -59,7 +59,8 @@ using tbe::bench::time_it;
 using tbe::bench::Timing;
 using namespace tbe::bench::ikbo_inputs;
 
-constexpr std::int64_t kH = 2, kNSeed = 64, kCandidatesPerUser = 64;
+constexpr std::int64_t kH = 2, kNSeed = 64;
+constexpr std::int64_t kCandidatesPerUser = tbe::bench::kIkboFaCandidatesPerUser;  // 64
 
 struct Ctx {
   cudaStream_t stream = nullptr;
@@ -74,7 +75,7 @@ struct Ctx {
 };
 
 void run_shape(Ctx& c, std::int64_t B, std::int64_t S, DType t, bool unsorted) {
-  const std::int64_t U = std::max<std::int64_t>(1, B / kCandidatesPerUser);
+  const std::int64_t U = B / kCandidatesPerUser;  // B: a multiple of it (bench_args.cpp)
   const std::int64_t Dh = c.dh;
   const std::int64_t HD = kH * Dh;
   const double flops = 4.0 * B * kH * kNSeed * static_cast<double>(S) * Dh;

@@ -154,6 +154,12 @@ TEST_CASE("bench args: ikbo-fa, defaults and every option", "[cli]") {
   check_usage_error({"ikbo-fa", "--dtype", "fp32"}, "--dtype");
   check_usage_error({"ikbo-fa", "--seq", "0"}, "--seq");
   check_usage_error({"ikbo-fa", "--batch", "63"}, "--batch");
+  // 64 candidates per user: a batch that is not a multiple of 64 is refused, naming the rule
+  CHECK(command({"ikbo-fa", "--batch", "64"}).ikbo_fa.batch == 64);
+  check_usage_error({"ikbo-fa", "--batch", "100"},
+                    "--batch: '100' is not a multiple of 64 (the ikbo-fa shape has 64 candidates "
+                    "per user)");
+  check_usage_error({"ikbo-fa", "--batch", "1048577"}, "--batch");
 }
 
 TEST_CASE("bench args: cpu, defaults and every option", "[cli]") {
