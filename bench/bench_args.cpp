@@ -157,11 +157,19 @@ void add_ikbo_fa(CLI::App& app, IkboFaArgs& a) {
       },
       "candidates B, a multiple of 64 (U = B / 64 users; default 2048)")
       ->type_name("B:[" + std::to_string(per_user) + ", " + std::to_string(max_batch) + "]");
-  sub->add_option_function<std::vector<std::int64_t>>(
-         "--seq", [&a](const std::vector<std::int64_t>& v) { a.seqs = v; },
+  constexpr std::int64_t max_seq = std::int64_t{1} << 20;
+  const auto seq = [](const std::string& text) {
+    return cli::parse_decimal(text, std::int64_t{1}, max_seq);
+  };
+  sub->add_option_function<std::vector<std::string>>(
+         "--seq",
+         [&a, seq](const std::vector<std::string>& v) {
+           a.seqs.clear();
+           for (const std::string& text : v) a.seqs.push_back(seq(text));
+         },
          "keys per user S (repeatable; default 512 1024 2048 4096 8192 16384)")
-      ->type_name("S")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+      ->type_name("S:[1, " + std::to_string(max_seq) + "]")
+      ->check(cli::parsed_by("--seq", seq));
   sub->add_option_function<std::vector<std::string>>(
          "--dtype",
          [&a](const std::vector<std::string>& v) {

@@ -160,6 +160,11 @@ TEST_CASE("bench args: ikbo-fa, defaults and every option", "[cli]") {
                     "--batch: '100' is not a multiple of 64 (the ikbo-fa shape has 64 candidates "
                     "per user)");
   check_usage_error({"ikbo-fa", "--batch", "1048577"}, "--batch");
+  // --seq: decimal integers (010 is ten), "not an integer" and "out of range" told apart
+  CHECK(command({"ikbo-fa", "--seq", "010"}).ikbo_fa.seqs == std::vector<std::int64_t>{10});
+  check_usage_error({"ikbo-fa", "--seq", "1e3"}, "--seq: '1e3' is not a decimal integer");
+  check_usage_error({"ikbo-fa", "--seq", "0"}, "--seq: '0' is out of range [1, 1048576]");
+  check_usage_error({"ikbo-fa", "--batch", "32"}, "--batch: '32' is out of range [64, 1048576]");
 }
 
 TEST_CASE("bench args: cpu, defaults and every option", "[cli]") {
@@ -203,10 +208,11 @@ TEST_CASE("bench args: bad command lines are usage errors naming the flag", "[cl
   check_usage_error({"--iters", "3"}, "--iters");  // options belong to a subcommand
   check_usage_error({"forward", "--bogus"}, "--bogus");
   check_usage_error({"forward", "--batch"}, "--batch");  // missing value
-  check_usage_error({"forward", "--batch", "0"}, "--batch");  // out of range
+  check_usage_error({"forward", "--batch", "0"}, "--batch: '0' is out of range [1, 4194304]");
   check_usage_error({"backward", "--batch", "4194305"}, "--batch");
   check_usage_error({"ikbo-lce", "--iters", "100001"}, "--iters");
-  check_usage_error({"forward", "--iters", "1e3"}, "--iters");  // not a decimal integer
+  check_usage_error({"forward", "--iters", "1e3"},
+                    "--iters: '1e3' is not a decimal integer (digits 0-9 only)");
   check_usage_error({"forward", "--iters", "-5"}, "--iters");
   check_usage_error({"forward", "--workload", "seed-small"}, "--workload");
   check_usage_error({"backward", "--workload", "seed-small"}, "--workload");

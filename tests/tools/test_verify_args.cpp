@@ -154,13 +154,13 @@ TEST_CASE("verify args: bad command lines are usage errors naming the flag", "[c
   check_usage_error({"stray"}, "stray");
   check_usage_error({"--batch"}, "--batch");  // missing value
   check_usage_error({"--seed"}, "--seed");
-  check_usage_error({"--batch", "0"}, "--batch");  // out of range
+  check_usage_error({"--batch", "0"}, "--batch: '0' is out of range [1, ");
   check_usage_error({"--batch", "1048577"}, "--batch");
   check_usage_error({"--backward-row", "49"}, "--backward-row");
   check_usage_error({"--backward-row", "0"}, "--backward-row");
   check_usage_error({"--call-timeout", "-1"}, "--call-timeout");
   check_usage_error({"--call-timeout", "soon"}, "--call-timeout");
-  check_usage_error({"--batch", "abc"}, "--batch");  // not a decimal integer
+  check_usage_error({"--batch", "abc"}, "--batch: 'abc' is not a decimal integer");
   check_usage_error({"--batch", "0x10"}, "--batch");
   check_usage_error({"--seed", "-1"}, "--seed");
   check_usage_error({"--seed", "18446744073709551616"}, "--seed");

@@ -111,17 +111,20 @@ CLI::Option* add_parsed(CLI::App& app, const std::string& flag, T& target, Parse
 }
 
 /// A whole decimal integer in [lo, hi]: digits only (no sign, no base prefix, no spaces).
-/// Throws std::invalid_argument "'<text>' is not a decimal integer in [lo, hi]" otherwise.
+/// Throws std::invalid_argument "'<text>' is not a decimal integer (digits 0-9 only)" for any
+/// other character (or an empty text), "'<text>' is out of range [lo, hi]" for digits whose value
+/// is outside [lo, hi] (or outside T).
 template <class T>
 T parse_decimal(const std::string& text, T lo, T hi) {
   static_assert(std::is_integral_v<T>);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    throw std::invalid_argument("'" + text + "' is not a decimal integer (digits 0-9 only)");
   T v{};
   const char* end = text.data() + text.size();
-  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
   const auto [ptr, ec] = std::from_chars(text.data(), end, v, 10);
-  if (!digits || ec != std::errc() || ptr != end || v < lo || v > hi)
-    throw std::invalid_argument("'" + text + "' is not a decimal integer in [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (ec != std::errc() || ptr != end || v < lo || v > hi)
+    throw std::invalid_argument("'" + text + "' is out of range [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
   return v;
 }
 
