@@ -243,6 +243,15 @@ decltype(auto) dispatch_dtype(DType t, const char* argument, F&& f) {
   return impl::dtype_from<kSet, 0, R>(t, argument, f);
 }
 
+/// Calls f(std::bool_constant<b>{}) and returns its result: a launch-uniform runtime flag as a
+/// template argument, so each value gets its own kernel instance (and register allocation).
+///   dispatch_flag(a.rows32, [&](auto rows32) { launch<decltype(rows32)::value>(a); });
+template <class F>
+decltype(auto) dispatch_flag(bool b, F&& f) {
+  if (b) return f(std::true_type{});
+  return f(std::false_type{});
+}
+
 /// dispatch_dtype over kStorageTypes (FP32, FP16, BF16).
 template <class F>
 decltype(auto) dispatch_float(DType t, const char* argument, F&& f) {

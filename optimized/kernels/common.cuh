@@ -140,6 +140,13 @@ __device__ __forceinline__ std::int64_t pooled_segment_of(const PooledArgs& a, s
   return last_le(a.seg_first_bag, a.num_segs, k);
 }
 
+/// Element offset in the output of bag k's pooled row, bag k in segment s (pooled_segment_of) with
+/// metadata seg = a.segs[s]; the pooled gathers' one definition.
+__device__ __forceinline__ std::int64_t pooled_out_offset(const PooledArgs& a, std::int64_t s,
+                                                          const SegmentMeta& seg, std::int64_t k) {
+  return seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride;
+}
+
 /// Bag k was repaired by the offsets max-scan (docs/semantics.md "Bounds check"): its repaired
 /// end differs from the raw one (k + 1 < num_bags; the last offset is counted by the scan), or
 /// k == 0 and its start moved. raw / repaired: [num_bags + 1] offsets.

@@ -19,8 +19,6 @@
 // Shapes: W[Σ E·D] weights; indices[N]; offsets[num_bags + 1]; output per SegmentMeta.
 #pragma once
 
-#include <type_traits>
-
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
@@ -178,7 +176,7 @@ struct PooledGather {
       D = fm.dim;
       rows = fm.rows;
       table += fm.table_offset;
-      out = static_cast<Out*>(a.output) + seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride;
+      out = static_cast<Out*>(a.output) + pooled_out_offset(a, s, seg, k);
     }
     // fused bounds check: bag k was repaired iff its repaired end differs from the raw one
     // (k + 1 < num_bags; the last offset is counted by the scan), or k == 0 and its start moved.
@@ -321,15 +319,12 @@ void launch_pooled_kernel(const PooledArgs& a, cudaStream_t stream) {
 /// arithmetic, per-sample weights; both uniform over the grid).
 template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
-  auto with_weights = [&](auto rows32) {
-    constexpr bool r32 = decltype(rows32)::value;
-    if (a.per_sample_weights != nullptr)
-      launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, r32, true>(a, stream);
-    else
-      launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, r32, false>(a, stream);
-  };
-  if (a.rows32) with_weights(std::true_type{});
-  else with_weights(std::false_type{});
+  dispatch::dispatch_flag(a.rows32, [&](auto rows32) {
+    dispatch::dispatch_flag(a.per_sample_weights != nullptr, [&](auto weighted) {
+      launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, decltype(rows32)::value,
+                           decltype(weighted)::value>(a, stream);
+    });
+  });
 }
 
 // Instantiations, one macro per weights type (kernels/pooled_gather_<w>.cu); every instance

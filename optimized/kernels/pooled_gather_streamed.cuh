@@ -37,13 +37,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
 #include "kernels/cp_async.cuh"
-
 
 namespace tbe::cuda::detail {
 
@@ -107,8 +105,7 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
     const std::int64_t s = pooled_segment_of(a, k);
     const SegmentMeta seg = a.segs[s];
     const FeatureMeta fm = a.features[seg.feature];
-    bags[lane] = StreamedBag{b_e, seg.out_base + (k - a.seg_first_bag[s]) * seg.out_stride,
-                             seg.feature, fm.dim};
+    bags[lane] = StreamedBag{b_e, pooled_out_offset(a, s, seg, k), seg.feature, fm.dim};
     if (a.orig_offsets != nullptr) {  // fused check: count the repaired bags of the warp
       const Idx* raw = static_cast<const Idx*>(a.orig_offsets);
       const bool bad = (k + 1 < a.num_bags && static_cast<std::int64_t>(raw[k + 1]) != b_e) ||
@@ -357,17 +354,14 @@ void launch_pooled_streamed_t(const PooledArgs& a, cudaStream_t stream) {
   using Acc = storage_t<kAcc>;
   using Out = storage_t<kOut>;
   using Idx = storage_t<kIdx>;
-  auto with_check = [&](auto rows32, auto weighted) {
-    constexpr bool r32 = decltype(rows32)::value, wt = decltype(weighted)::value;
-    if (a.check_indices) launch_streamed_kernel<W, Acc, Out, Idx, kR, r32, wt, true>(a, stream);
-    else launch_streamed_kernel<W, Acc, Out, Idx, kR, r32, wt, false>(a, stream);
-  };
-  auto with_weights = [&](auto rows32) {
-    if (a.per_sample_weights != nullptr) with_check(rows32, std::true_type{});
-    else with_check(rows32, std::false_type{});
-  };
-  if (a.rows32) with_weights(std::true_type{});
-  else with_weights(std::false_type{});
+  dispatch::dispatch_flag(a.rows32, [&](auto rows32) {
+    dispatch::dispatch_flag(a.per_sample_weights != nullptr, [&](auto weighted) {
+      dispatch::dispatch_flag(a.check_indices, [&](auto check) {
+        launch_streamed_kernel<W, Acc, Out, Idx, kR, decltype(rows32)::value,
+                               decltype(weighted)::value, decltype(check)::value>(a, stream);
+      });
+    });
+  });
 }
 
 }  // namespace tbe::cuda::detail

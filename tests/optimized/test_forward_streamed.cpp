@@ -79,6 +79,13 @@ ForwardCase streamed_case(DType w, std::int32_t D0, std::int32_t D1, PoolingMode
   return c;
 }
 
+/// The oracle's verdict on output o of case c (CHECK, with the report's summary on failure).
+void check_in_enclosure(ForwardCase& c, const Outcome& o) {
+  const oracle::CheckReport report = oracle::check_forward(c.view(), o.output.data());
+  INFO(report.summary());
+  CHECK(report.passed());
+}
+
 bool has_path(const Outcome& o, const std::string& path) {
   return std::find(o.stats.paths.begin(), o.stats.paths.end(), path) != o.stats.paths.end();
 }
@@ -128,9 +135,7 @@ TEST_CASE("streamed gather: same bits as the group-per-bag kernel across bag, wa
                   CHECK(g.stats.warnings == expected_warnings);
                   CHECK(has_path(g, "forward.pooled.streamed") == (staged != 0));
                   CHECK(has_path(g, "forward.pooled.group_per_bag") == (staged == 0));
-                  const oracle::CheckReport report = oracle::check_forward(c.view(), g.output.data());
-                  INFO(report.summary());
-                  CHECK(report.passed());
+                  check_in_enclosure(c, g);
                   if (!base) base = g;
                   else CHECK(count_bit_differences(*base, g) == 0);
                 }
@@ -167,9 +172,7 @@ TEST_CASE("streamed gather: launches it cannot take keep the group-per-bag kerne
       REQUIRE(base.kind == Outcome::Kind::Ok);
       CHECK(count_bit_differences(base, g) == 0);
     }
-    const oracle::CheckReport report = oracle::check_forward(c.view(), g.output.data());
-    INFO(report.summary());
-    CHECK(report.passed());
+    check_in_enclosure(c, g);
   }
 }
 
@@ -199,9 +202,7 @@ TEST_CASE("streamed gather: launches of many blocks, bags per warp forced and ch
           CHECK(has_path(g, "forward.pooled.streamed"));
           CHECK(count_bit_differences(base, g) == 0);
         }
-      const oracle::CheckReport report = oracle::check_forward(c.view(), base.output.data());
-      INFO(report.summary());
-      CHECK(report.passed());
+      check_in_enclosure(c, base);
     }
 }
 
