@@ -50,6 +50,10 @@ void add_forward(CLI::App& app, ForwardArgs& a) {
                   "time only these variants (comma-separated names as printed, e.g. "
                   "fp32.nocheck,fp16.nocheck; for a profiler run)")
       ->type_name("NAMES");
+  cli::add_decimal(*sub, "--auto-min-bags", "N", a.auto_min_bags, std::int64_t{0},
+                   std::int64_t{1} << 40,
+                   "ForwardTuning::staged_auto_min_bags of the default (Auto) variants: launches "
+                   "of at least N bags take the streamed kernel (default: the library's, 2^17)");
 }
 
 void add_backward(CLI::App& app, BackwardArgs& a) {

@@ -29,6 +29,9 @@ struct ForwardArgs {
   std::string json_path;                ///< --json FILE, "" for none
   std::string npy_dir;                  ///< --dump-npy DIR, "" for none (one D workloads only)
   std::string only;                     ///< --only NAMES: comma-separated variant names ("" all)
+  /// --auto-min-bags N: ForwardTuning::staged_auto_min_bags of the variants on the default
+  /// (Auto) kernel choice; -1: the library's default.
+  std::int64_t auto_min_bags = -1;
 };
 
 /// `tbe-bench backward` (bench/backward_bench.cu).

@@ -20,9 +20,12 @@
 // Variants: FP32 and FP16 weights (same index stream) × bounds check {none, fused WARNING,
 // separate WARNING}, plus FP32 weights under the fbgemm-cuda policy (FP32 accumulation), and
 // the tuning knobs: ".pipe" = persistent grid with prefetch of the next bag, ".noL1pref" = the
-// driver's default L1/shared split instead of max L1, ".r8" = 8 row loads in flight per lane
+// driver's default L1/shared split instead of max L1 (the streamed kernel's: instead of the
+// smallest carveout that holds 3 blocks), ".r8" = 8 row loads in flight per lane
 // instead of the default 4, ".s8" / ".s16" = the streamed kernel with a ring of 8 / 16 rows per
-// warp (ForwardTuning::staged_rows).
+// warp (ForwardTuning::staged_rows), ".gpb" = the group-per-bag kernel for every launch. Names
+// without a kernel suffix take the library's default choice (ForwardTuning::kStagedRowsAuto: the
+// streamed kernel for launches of at least --auto-min-bags bags, else group per bag).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -77,7 +80,9 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     bool prefer_l1 = true;
     int rows = 4;  // ForwardTuning default
     bool row_index32 = true;  // ForwardTuning default
-    int staged = 0;           // ForwardTuning::staged_rows (0: group-per-bag kernel)
+    // ForwardTuning::staged_rows: Auto (the default: streamed 8 rows for launches of at least
+    // --auto-min-bags bags), 0 (".gpb": the group-per-bag kernel), 8 / 16 (".s8" / ".s16")
+    int staged = cuda::ForwardTuning::kStagedRowsAuto;
   };
   // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
   // rows in flight, 32-bit row index
@@ -93,6 +98,14 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
       {"fp32acc32.nocheck.s16", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, true, 16},
       {"fp16.nocheck.s8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 8},
       {"fp16.fused.s8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 8},
+      {"fp32.nocheck.s8.noL1pref", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 4, true, 8},
+      {"fp32acc32.nocheck.s8.noL1pref", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, false, 4, true, 8},
+      {"fp32.nocheck.gpb", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 0},
+      {"fp32.fused.gpb", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 0},
+      {"fp32.separate.gpb", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, false, false, true, 4, true, 0},
+      {"fp32acc32.nocheck.gpb", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, true, 0},
+      {"fp16.nocheck.gpb", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 0},
+      {"fp16.fused.gpb", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 0},
       {"fp32.nocheck.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 8},
       {"fp32.nocheck.noL1pref.r8", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 8},
       {"fp32.nocheck.pipe", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, true, true, 8},
@@ -211,6 +224,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     tuning.rows_in_flight = v.rows;
     tuning.row_index32 = v.row_index32;
     tuning.staged_rows = v.staged;
+    if (args.auto_min_bags >= 0) tuning.staged_auto_min_bags = args.auto_min_bags;
     cuda::ForwardOp op(p, s, tuning);
     const std::int64_t numel = op.layout().numel;
     DeviceBuffer out(numel * 4), wsb(op.workspace_bytes());
@@ -235,7 +249,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     }
     results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
                        {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
-                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"staged_auto_min_bags", tuning.staged_auto_min_bags}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
                        {"iters", args.iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});

@@ -77,6 +77,10 @@ struct PooledGather {
   /// its __launch_bounds__ minimum resident blocks per SM (no rows live in registers).
   static constexpr int kStreamedRowsFew = 8;
   static constexpr int kStreamedRowsMany = 16;
+  /// The ring ForwardTuning::kStagedRowsAuto takes for launches of at least
+  /// ForwardTuning::staged_auto_min_bags bags: 8 rows, measured faster than 16 on seed-large
+  /// (H100, session 21: 5.40 vs 5.88 ms, FP32 weights with FP64 accumulation).
+  static constexpr int kStreamedRowsAuto = kStreamedRowsFew;
   /// 3 for both depths: at 4 (64 registers) ptxas spills the FP64-accumulation instance.
   static constexpr int kMinBlocksPerSmStreamed = 3;
 

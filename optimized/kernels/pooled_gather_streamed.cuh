@@ -107,9 +107,7 @@ __device__ __forceinline__ void streamed_warp(const PooledArgs& a, std::int64_t 
     const FeatureMeta fm = a.features[seg.feature];
     bags[lane] = StreamedBag{b_e, pooled_out_offset(a, s, seg, k), seg.feature, fm.dim};
     if (a.orig_offsets != nullptr) {  // fused check: count the repaired bags of the warp
-      const Idx* raw = static_cast<const Idx*>(a.orig_offsets);
-      const bool bad = (k + 1 < a.num_bags && static_cast<std::int64_t>(raw[k + 1]) != b_e) ||
-                       (k == 0 && static_cast<std::int64_t>(raw[0]) != b_s);
+      const bool bad = bag_repaired(static_cast<const Idx*>(a.orig_offsets), offsets, k, a.num_bags);
       const unsigned m = __ballot_sync(__activemask(), bad);
       if (m != 0 && lane == __ffs(m) - 1) atomicAdd(&a.counters->bad_bags, static_cast<unsigned long long>(__popc(m)));
     }
@@ -318,20 +316,42 @@ void launch_streamed_kernel(const PooledArgs& a, cudaStream_t stream) {
   auto* kernel = pooled_gather_streamed<W, Acc, Out, Idx, kR, kRows32, kWeighted, kCheck>;
   const std::int64_t bags = a.bag_end - a.bag_begin;
   constexpr int smem = kStreamedSmemBytes<kR>;
-  // The ring's shared memory and the warps resident, once per device (the attribute is per
-  // device); a failed call leaves its error for the launch check.
+  // The ring's shared memory, the carveout and the warps resident, once per device and L1
+  // preference (the attributes are per device); a failed call leaves its error for the launch
+  // check. Under prefer_l1 the carveout is the smallest that holds kMinBlocksPerSmStreamed
+  // blocks: left to the driver, an instance with few registers fits one more block and gets a
+  // larger carveout, so less L1 for the rows' second pass through it (measured, H100 session 21:
+  // the FP32-accumulation instance at 4 blocks, L1 hit 23% against 33%, 1.09x the time).
   constexpr int kDevices = 64;
-  static std::atomic<std::int64_t> resident[kDevices] = {};  // 0: not set up on that device
+  static std::atomic<std::int64_t> resident[kDevices][2] = {};  // 0: not measured yet
+  static std::atomic<int> applied[kDevices] = {};  // carveout set: 0 never, 1 default, 2 prefer L1
   int dev = 0;
   cudaGetDevice(&dev);
-  std::int64_t resident_warps = dev < kDevices ? resident[dev].load(std::memory_order_relaxed) : 0;
+  const int pref = a.prefer_l1 ? 1 : 0;
+  std::int64_t resident_warps = 0;
+  if (dev < kDevices && applied[dev].load(std::memory_order_relaxed) == pref + 1)
+    resident_warps = resident[dev][pref].load(std::memory_order_relaxed);
   if (resident_warps == 0) {
-    int sms = 0, per_sm = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess &&
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamedBlock, smem) == cudaSuccess) {
+    int sms = 0, per_sm = 0, smem_sm = 0, reserved = 0;
+    bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess &&
+              cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+              cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess &&
+              cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) == cudaSuccess;
+    if (ok) {
+      const std::int64_t need =
+          static_cast<std::int64_t>(tuning::PooledGather::kMinBlocksPerSmStreamed) * (smem + reserved);
+      const int carveout = a.prefer_l1 ? static_cast<int>(std::min<std::int64_t>(
+                                             100, (100 * need + smem_sm - 1) / std::max(smem_sm, 1)))
+                                       : static_cast<int>(cudaSharedmemCarveoutDefault);
+      ok = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout) == cudaSuccess &&
+           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamedBlock, smem) == cudaSuccess;
+    }
+    if (ok) {
       resident_warps = std::max<std::int64_t>(1, static_cast<std::int64_t>(sms) * per_sm * kStreamedWarps);
-      if (dev < kDevices) resident[dev].store(resident_warps, std::memory_order_relaxed);
+      if (dev < kDevices) {
+        resident[dev][pref].store(resident_warps, std::memory_order_relaxed);
+        applied[dev].store(pref + 1, std::memory_order_relaxed);
+      }
     } else {
       resident_warps = 1;
     }

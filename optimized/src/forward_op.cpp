@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -187,27 +188,54 @@ struct ForwardPlan {
   }
 };
 
-Status ForwardOp::can_implement(const ForwardProblem& p) {
+namespace {
+/// The tuning's values (ForwardTuning's docs), each named as "tuning.<knob>".
+Status check_tuning(const ForwardTuning& t) {
+  using G = tuning::PooledGather;
+  const auto bad = [](const char* knob, const std::string& value, const char* allowed) {
+    return Status::Invalid(std::string("tuning.") + knob, std::string("tuning.") + knob + ": " +
+                                                              value + " is not " + allowed);
+  };
+  if (t.rows_in_flight != G::kRowsInFlight && t.rows_in_flight != G::kRowsInFlightMany)
+    return bad("rows_in_flight", std::to_string(t.rows_in_flight), "4 or 8");
+  if (t.staged_rows != ForwardTuning::kStagedRowsAuto && t.staged_rows != 0 &&
+      t.staged_rows != G::kStreamedRowsFew && t.staged_rows != G::kStreamedRowsMany)
+    return bad("staged_rows", std::to_string(t.staged_rows),
+               "kStagedRowsAuto (-1), 0, 8 or 16");
+  if (t.staged_auto_min_bags < 0)
+    return bad("staged_auto_min_bags", std::to_string(t.staged_auto_min_bags), ">= 0");
+  if (t.staged_bags_per_warp < 0 || t.staged_bags_per_warp > tuning::kWarpThreads)
+    return bad("staged_bags_per_warp", std::to_string(t.staged_bags_per_warp),
+               "in 0..32 (0: chosen from the launch's bag count)");
+  const double l = t.small_table.expected_bag_length;
+  if (!(l >= 0) || l == std::numeric_limits<double>::infinity())
+    return bad("small_table.expected_bag_length", std::to_string(l),
+               "finite and >= 0 (0: measured from the offsets)");
+  return Status::Ok();
+}
+}  // namespace
+
+Status ForwardOp::can_implement(const ForwardProblem& p, const ForwardTuning& tuning) {
   if (Status s = validate(p); !s.ok()) return s;
   const DType acc = p.options.policy.accumulation;
   if (!dispatch::contains(dispatch::kAccumulationTypes, acc))
     return Status::Invalid("options.policy.accumulation",
                            "options.policy.accumulation: " + to_string(acc) +
                                " is not supported by the CUDA backend (fp32 or fp64)");
-  return Status::Ok();
+  return check_tuning(tuning);
 }
 
 namespace {
-/// p, after can_implement(p) passed (else InvalidArgument).
-const ForwardProblem& implementable(const ForwardProblem& p) {
-  throw_if_error(ForwardOp::can_implement(p));
+/// p, after can_implement(p, tuning) passed (else InvalidArgument).
+const ForwardProblem& implementable(const ForwardProblem& p, const ForwardTuning& tuning) {
+  throw_if_error(ForwardOp::can_implement(p, tuning));
   return p;
 }
 }  // namespace
 
 ForwardOp::ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy,
                      const ForwardTuning& tuning)
-    : ForwardOp(implementable(p), kValidated, strategy, tuning) {}
+    : ForwardOp(implementable(p, tuning), kValidated, strategy, tuning) {}
 
 ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& strategy,
                      const ForwardTuning& tuning)
@@ -339,10 +367,18 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     const bool pipelined_compiled =
         any_vec && dispatch::contains(dispatch::kCompiledPooledTuning,
                                       {P.weights_dtype, P.accumulation, P.output_dtype});
-    // the streamed kernel takes the launches it can (the rest keep the tuning's other kernel)
-    const bool streamed_tuned = pipelined_compiled &&
-                                (tuning.staged_rows == tuning::PooledGather::kStreamedRowsFew ||
-                                 tuning.staged_rows == tuning::PooledGather::kStreamedRowsMany);
+    // the streamed kernel takes the launches it can (the rest keep the tuning's other kernel):
+    // every such launch with staged_rows 8 / 16; with Auto, those of at least
+    // staged_auto_min_bags bags, unless the tuning asks for the pipelined or 8-rows kernel
+    const bool auto_rows = tuning.staged_rows == ForwardTuning::kStagedRowsAuto;
+    const bool streamed_tuned =
+        pipelined_compiled &&
+        (tuning.staged_rows == tuning::PooledGather::kStreamedRowsFew ||
+         tuning.staged_rows == tuning::PooledGather::kStreamedRowsMany ||
+         (auto_rows && !tuning.pipelined &&
+          tuning.rows_in_flight != tuning::PooledGather::kRowsInFlightMany));
+    const int streamed_rows = auto_rows ? tuning::PooledGather::kStreamedRowsAuto : tuning.staged_rows;
+    const std::int64_t streamed_min_bags = auto_rows ? tuning.staged_auto_min_bags : 0;
     // the kernel of each launch, as forward_dispatch.cpp picks it: streamed, else pipelined
     // (vector path, compiled types), else group per bag (also reported when there is no launch
     // and no small-table feature: T = 0)
@@ -350,8 +386,9 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
          any_group = P.pooled.empty() && P.small_features.empty();
     for (PooledLaunch& l : P.pooled) {
       if (streamed_tuned && l.vectorized && !l.chunked &&
-          l.group_size == tuning::PooledGather::kMaxGroupSize)
-        l.staged_rows = tuning.staged_rows;
+          l.group_size == tuning::PooledGather::kMaxGroupSize &&
+          l.bag_end - l.bag_begin >= streamed_min_bags)
+        l.staged_rows = streamed_rows;
       if (l.staged_rows > 0) any_streamed = true;
       else if (tuning.pipelined && pipelined_compiled && l.vectorized) any_pipelined = true;
       else any_group = true;

@@ -86,7 +86,9 @@ cuda::ForwardTuning gen_forward_tuning() {
   t.prefer_l1 = *rc::gen::arbitrary<bool>();
   t.rows_in_flight = *rc::gen::element(4, 8);
   t.row_index32 = *rc::gen::arbitrary<bool>();
-  t.staged_rows = *rc::gen::element(0, 8, 16);
+  t.staged_rows = *rc::gen::element(cuda::ForwardTuning::kStagedRowsAuto, 0, 8, 16);
+  // Auto's threshold: every launch, launches of at least 64 bags, or none (the cases are small)
+  t.staged_auto_min_bags = *rc::gen::element(std::int64_t{0}, std::int64_t{64}, std::int64_t{1} << 17);
   t.staged_bags_per_warp = *rc::gen::element(0, 1, 3, 32);
   return t;
 }
@@ -98,6 +100,7 @@ std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& t) 
          ", rows_in_flight=" + std::to_string(t.rows_in_flight) +
          ", row_index32=" + (t.row_index32 ? "1" : "0") +
          ", staged_rows=" + std::to_string(t.staged_rows) +
+         ", staged_auto_min_bags=" + std::to_string(t.staged_auto_min_bags) +
          ", staged_bags_per_warp=" + std::to_string(t.staged_bags_per_warp) + ")";
 }
 

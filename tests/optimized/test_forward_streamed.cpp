@@ -90,6 +90,13 @@ bool has_path(const Outcome& o, const std::string& path) {
   return std::find(o.stats.paths.begin(), o.stats.paths.end(), path) != o.stats.paths.end();
 }
 
+/// The group-per-bag kernel for every launch (the comparisons' base, whatever Auto's threshold).
+cuda::ForwardTuning group_per_bag() {
+  cuda::ForwardTuning t;
+  t.staged_rows = 0;
+  return t;
+}
+
 }  // namespace
 
 TEST_CASE("streamed gather: same bits as the group-per-bag kernel across bag, warp and feature "
@@ -168,7 +175,7 @@ TEST_CASE("streamed gather: launches it cannot take keep the group-per-bag kerne
     CHECK(has_path(g, "forward.pooled.streamed") == sh.streamed);
     CHECK(has_path(g, "forward.pooled.group_per_bag") == sh.other);
     if (sh.streamed) {  // else both runs are the group-per-bag kernel: only the paths say anything
-      const Outcome base = run_gpu(c, true, cuda::ForwardTuning{});
+      const Outcome base = run_gpu(c, true, group_per_bag());
       REQUIRE(base.kind == Outcome::Kind::Ok);
       CHECK(count_bit_differences(base, g) == 0);
     }
@@ -186,7 +193,7 @@ TEST_CASE("streamed gather: launches of many blocks, bags per warp forced and ch
                                     1, index, 7000);
       INFO("index=" << to_string(index) << " weighted=" << weighted);
       const std::int64_t expected_warnings = repair(c.view()).warnings;
-      const Outcome base = run_gpu(c, true, cuda::ForwardTuning{});
+      const Outcome base = run_gpu(c, true, group_per_bag());
       REQUIRE(base.kind == Outcome::Kind::Ok);
       CHECK(base.stats.warnings == expected_warnings);
       for (int staged : {8, 16})
@@ -220,7 +227,59 @@ TEST_CASE("streamed gather: path names follow the kernel each launch runs",
   CHECK(has_path(g, "forward.pooled.streamed"));
   CHECK(has_path(g, "forward.pooled.group_per_bag"));
   CHECK_FALSE(has_path(g, "forward.pooled.pipelined"));
-  const Outcome base = run_gpu(c, true, cuda::ForwardTuning{});
+  const Outcome base = run_gpu(c, true, group_per_bag());
   REQUIRE(base.kind == Outcome::Kind::Ok);
   CHECK(count_bit_differences(base, g) == 0);
+}
+
+TEST_CASE("streamed gather: Auto streams the launches of at least staged_auto_min_bags bags",
+          "[gpu][forward][streamed]") {
+  // FP32, D = 128 / 64 / 128 / 128: launches of 45 bags (feature 0, a warp per bag), 45 (feature
+  // 1, 16 lanes per bag: never streamed) and 90 (features 2 and 3, a warp per bag). The threshold
+  // at 90 streams the last launch, at 91 none; pipelined or 8 rows in flight keep their kernels;
+  // every run gives the group-per-bag kernel's bits, inside the enclosures.
+  ForwardCase c = streamed_case(DType::F32, 128, 64, PoolingMode::Mean, true, true, false, 1,
+                                DType::I64);
+  const Outcome base = run_gpu(c, true, group_per_bag());
+  REQUIRE(base.kind == Outcome::Kind::Ok);
+  check_in_enclosure(c, base);
+  struct Row {
+    std::int64_t min_bags;
+    bool pipelined;
+    int rows_in_flight;
+    bool streamed;
+  };
+  const Row rows[] = {{0, false, 4, true},          {45, false, 4, true},  {90, false, 4, true},
+                      {91, false, 4, false},        {1 << 17, false, 4, false},
+                      {0, true, 4, false},          {0, false, 8, false}};
+  for (const Row& r : rows) {
+    cuda::ForwardTuning tuning;
+    REQUIRE(tuning.staged_rows == cuda::ForwardTuning::kStagedRowsAuto);
+    tuning.staged_auto_min_bags = r.min_bags;
+    tuning.pipelined = r.pipelined;
+    tuning.rows_in_flight = r.rows_in_flight;
+    INFO(describe_gpu(true, tuning));
+    const Outcome g = run_gpu(c, true, tuning);
+    REQUIRE(g.kind == Outcome::Kind::Ok);
+    CHECK(g.sentinels_intact);
+    CHECK(g.stats.warnings == base.stats.warnings);
+    CHECK(has_path(g, "forward.pooled.streamed") == r.streamed);
+    CHECK(has_path(g, "forward.pooled.group_per_bag") == !r.pipelined);  // feature 1 at least
+    CHECK(has_path(g, "forward.pooled.pipelined") == r.pipelined);
+    CHECK(count_bit_differences(base, g) == 0);
+  }
+  // types the streamed kernel is not compiled for (BF16 weights) and 16-bit rows that take half a
+  // warp (FP16, D = 128) stay on the group-per-bag kernel at any threshold
+  for (DType w : {DType::BF16, DType::F16}) {
+    ForwardCase c16 = streamed_case(w, 128, 128, PoolingMode::Sum, false, false, false, 1,
+                                    DType::I32);
+    cuda::ForwardTuning tuning;
+    tuning.staged_auto_min_bags = 0;
+    INFO("w=" << to_string(w));
+    const Outcome g = run_gpu(c16, true, tuning);
+    REQUIRE(g.kind == Outcome::Kind::Ok);
+    CHECK_FALSE(has_path(g, "forward.pooled.streamed"));
+    CHECK(has_path(g, "forward.pooled.group_per_bag"));
+    check_in_enclosure(c16, g);
+  }
 }

@@ -59,6 +59,13 @@ TEST_CASE("bench args: forward, defaults and every option", "[cli]") {
   CHECK(a.npy_dir == "/tmp/npy");
   CHECK(command({"forward", "--batch", "4194304", "--iters", "100000"}).forward.batch ==
         kMaxBenchBatch);
+  // --auto-min-bags: ForwardTuning::staged_auto_min_bags of the Auto variants (-1: not given)
+  CHECK(d.forward.auto_min_bags == -1);
+  CHECK(command({"forward", "--auto-min-bags", "0"}).forward.auto_min_bags == 0);
+  CHECK(command({"forward", "--auto-min-bags", "131072"}).forward.auto_min_bags == 131072);
+  check_usage_error({"forward", "--auto-min-bags", "-1"}, "--auto-min-bags");
+  check_usage_error({"forward", "--auto-min-bags", "2e5"}, "--auto-min-bags: '2e5' is not a decimal integer");
+  check_usage_error({"forward", "--auto-min-bags", "1099511627777"}, "--auto-min-bags: '1099511627777' is out of range");
 }
 
 TEST_CASE("bench args: backward, defaults and every option", "[cli]") {

@@ -4,6 +4,7 @@
 // always reported them.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -92,6 +93,67 @@ TEST_CASE("ForwardOp::can_implement: ok, validate's Status, then the CUDA limits
   CHECK(s.argument == "options.policy.accumulation");
   CHECK(s.message ==
         "options.policy.accumulation: fp16 is not supported by the CUDA backend (fp32 or fp64)");
+}
+
+TEST_CASE("ForwardOp::can_implement: the tuning's values by name, after the problem's checks",
+          "[can_implement]") {
+  ForwardCase c = valid_forward();
+  const ForwardProblem p = c.view();
+  // every documented value passes
+  for (int rows : {4, 8})
+    for (int staged : {cuda::ForwardTuning::kStagedRowsAuto, 0, 8, 16})
+      for (int per_warp : {0, 1, 32}) {
+        cuda::ForwardTuning t;
+        t.rows_in_flight = rows;
+        t.staged_rows = staged;
+        t.staged_bags_per_warp = per_warp;
+        t.staged_auto_min_bags = staged == 8 ? 0 : std::int64_t{1} << 40;
+        t.small_table.expected_bag_length = per_warp == 1 ? 12.5 : 0;
+        CHECK(cuda::ForwardOp::can_implement(p, t).ok());
+      }
+  CHECK(cuda::ForwardTuning{}.staged_rows == cuda::ForwardTuning::kStagedRowsAuto);
+  struct Bad {
+    std::function<void(cuda::ForwardTuning&)> apply;
+    const char* argument;
+    const char* message;
+  };
+  const std::vector<Bad> bad = {
+      {[](cuda::ForwardTuning& t) { t.rows_in_flight = 6; }, "tuning.rows_in_flight",
+       "tuning.rows_in_flight: 6 is not 4 or 8"},
+      {[](cuda::ForwardTuning& t) { t.staged_rows = 4; }, "tuning.staged_rows",
+       "tuning.staged_rows: 4 is not kStagedRowsAuto (-1), 0, 8 or 16"},
+      {[](cuda::ForwardTuning& t) { t.staged_rows = -2; }, "tuning.staged_rows",
+       "tuning.staged_rows: -2 is not kStagedRowsAuto (-1), 0, 8 or 16"},
+      {[](cuda::ForwardTuning& t) { t.staged_auto_min_bags = -1; }, "tuning.staged_auto_min_bags",
+       "tuning.staged_auto_min_bags: -1 is not >= 0"},
+      {[](cuda::ForwardTuning& t) { t.staged_bags_per_warp = 33; }, "tuning.staged_bags_per_warp",
+       "tuning.staged_bags_per_warp: 33 is not in 0..32 (0: chosen from the launch's bag count)"},
+      {[](cuda::ForwardTuning& t) { t.staged_bags_per_warp = -1; }, "tuning.staged_bags_per_warp",
+       "tuning.staged_bags_per_warp: -1 is not in 0..32 (0: chosen from the launch's bag count)"},
+      {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = -1; },
+       "tuning.small_table.expected_bag_length",
+       "tuning.small_table.expected_bag_length: -1.000000 is not finite and >= 0 (0: measured "
+       "from the offsets)"},
+      {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = std::nan(""); },
+       "tuning.small_table.expected_bag_length", nullptr},
+      {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = HUGE_VAL; },
+       "tuning.small_table.expected_bag_length", nullptr},
+  };
+  for (const Bad& b : bad) {
+    cuda::ForwardTuning t;
+    b.apply(t);
+    const Status s = cuda::ForwardOp::can_implement(p, t);
+    INFO(s.message);
+    CHECK(s.argument == b.argument);
+    if (b.message != nullptr) CHECK(s.message == b.message);
+    // the constructor throws the same Status before touching the device
+    CHECK_THROWS_AS(cuda::ForwardOp(p, {}, t), InvalidArgument);
+    // the problem's own errors come first
+    ForwardCase bad_case = valid_forward();
+    bad_case.feature_table_map[0] = 2;
+    const ForwardProblem bp = bad_case.view();
+    same_status(cuda::ForwardOp::can_implement(bp, t), validate(bp));
+  }
 }
 
 TEST_CASE("TransposeOp::can_implement: ok, validate's Status, then N < 2^31", "[can_implement]") {

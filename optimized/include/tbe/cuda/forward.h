@@ -30,13 +30,16 @@ namespace tbe::cuda {
 /// The launch geometry behind them is optimized/dispatch/tuning.h (PooledGather), which reads
 /// these defaults.
 struct ForwardTuning {
+  /// staged_rows: choose the kernel per launch from its bag count (staged_auto_min_bags).
+  static constexpr int kStagedRowsAuto = -1;
   /// Pooled gather: a persistent grid whose thread groups loop over bags, prefetching the next
   /// bag's offsets and first index tile (compiled for FP32 output with FP32 weights, or FP16
   /// weights + FP32 accumulation, on the vector path; elsewhere the default is used), instead of
   /// one thread group per bag.
   bool pipelined = false;
   /// Row loads in flight per lane in the one-group-per-bag gather: 4 (default, every type) or 8
-  /// (compiled for the same type set as `pipelined`; other types use 4). Measured on H200,
+  /// (compiled for the same type set as `pipelined`; other types use 4); else InvalidArgument
+  /// "tuning.rows_in_flight". Measured on H200,
   /// seed-large: 8 takes 1.36x (FP32) / 1.23x (FP16) the time of 4; the pipelined grid was slower
   /// than both (bench/results/).
   int rows_in_flight = 4;
@@ -51,15 +54,28 @@ struct ForwardTuning {
   /// rows of D in (128, 256], vector path; compiled for the same type set as `pipelined`): 0 runs
   /// the group-per-bag kernel; 8 or 16 the streamed kernel (path "forward.pooled.streamed"),
   /// whose warps stream the lookups of up to 32 consecutive bags through a ring of that many rows in
-  /// shared memory, filled by cp.async across bag boundaries. Same output bits either way.
-  /// Measured (session 21, H100, bench/results/README.md), 8 rows against 0 in the same run:
-  /// seed-large FP32 weights 0.87x the time with FP64 accumulation (5.40 vs 6.20 ms), 0.97x with
-  /// FP32 accumulation, 0.85x with the fused check, 1.00x with FP16 weights; prod-mixed
-  /// (B = 4096) 1.05x, fbgemm-bench-default 0.99x. Not the default for that reason.
-  int staged_rows = 0;
+  /// shared memory, filled by cp.async across bag boundaries; kStagedRowsAuto (the default) takes
+  /// the streamed kernel with 8 rows for launches of at least `staged_auto_min_bags` bags and the
+  /// group-per-bag kernel for smaller ones, unless `pipelined` or `rows_in_flight` = 8 asks for
+  /// another kernel (then that one runs, as with 0). Same output bits for every value. Measured
+  /// (session 22, H100, bench/results/README.md), Auto against 0 in the same run: seed-large
+  /// (one launch of 4.2 M bags) FP32 weights 0.87x the time with FP64 accumulation (5.37-5.41 vs
+  /// 6.20 ms), 0.92x with FP32 accumulation, 0.84x with the fused check; prod-mixed (launches of
+  /// 4096 bags, below the threshold) unchanged, while streaming them would cost 1.05x: hence the
+  /// threshold on the launch's bag count.
+  /// Valid values: kStagedRowsAuto, 0, 8, 16 (else InvalidArgument "tuning.staged_rows").
+  int staged_rows = kStagedRowsAuto;
+  /// kStagedRowsAuto's threshold: the smallest pooled launch (consecutive features with the same
+  /// kernel geometry, counted in bags) that takes the streamed kernel. >= 0 (0: every launch the
+  /// streamed kernel can take). Default 2^17 bags, from the session 22 sweep (H100,
+  /// bench/results/README.md), streamed / group-per-bag time with FP32 weights: seed-large
+  /// launches of 2^14 bags 1.06x, 2^16 0.97x, 2^17 0.96x, 2^19 0.94x, 2^22 0.87x; prod-mixed
+  /// (one feature per launch) 2^12 1.05x, 2^15 1.06x, 2^16 1.015x, 2^17 0.99x.
+  std::int64_t staged_auto_min_bags = std::int64_t{1} << 17;
   /// Streamed kernel: consecutive bags per warp, 1..32; 0 (default) chooses from the launch's bag
   /// count (32 while the grid still fills the device 4 times over, fewer for small launches).
-  /// Same output bits for every value (the tests draw it).
+  /// Same output bits for every value (the tests draw it). Else InvalidArgument
+  /// "tuning.staged_bags_per_warp".
   int staged_bags_per_warp = 0;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
@@ -81,18 +97,21 @@ class ForwardOp {
   /// Every check the constructor makes, as a Status (never throws, touches no device, reads no
   /// data pointer): tbe::validate(p) first (its Status unchanged), then the kernel limits
   /// (options.policy.accumulation F32 or F64: dispatch/dispatch.h kAccumulationTypes; every
-  /// weights × accumulation × output triple that passes both is compiled). Strategy and tuning
-  /// have no invalid values.
-  static Status can_implement(const ForwardProblem& p);
+  /// weights × accumulation × output triple that passes both is compiled), then the tuning's
+  /// values, each named as "tuning.<knob>" (rows_in_flight 4 or 8; staged_rows kStagedRowsAuto,
+  /// 0, 8 or 16; staged_auto_min_bags >= 0; staged_bags_per_warp 0..32;
+  /// small_table.expected_bag_length finite and >= 0).
+  static Status can_implement(const ForwardProblem& p, const ForwardTuning& tuning = {});
 
-  /// Runs can_implement(p) (throws InvalidArgument(status) naming the argument, before any
-  /// launch), builds the launch plan and uploads the small per-feature metadata (synchronously,
+  /// Runs can_implement(p, tuning) (throws InvalidArgument(status) naming the argument, before
+  /// any launch), builds the launch plan and uploads the small per-feature metadata (synchronously,
   /// on the legacy default stream). With tuning.small_table in Mode::Auto and no expected L given,
   /// it also reads the T + 1 feature boundaries of the device offsets (synchronously) to decide
   /// which features take the small-table path (docs/small-table.md); results never depend on it.
   explicit ForwardOp(const ForwardProblem& p, const ForwardStrategy& strategy = {},
                      const ForwardTuning& tuning = {});
-  /// The same without the checks: can_implement(p) must have returned ok() (tbe/cuda/validated.h).
+  /// The same without the checks: can_implement(p, tuning) must have returned ok()
+  /// (tbe/cuda/validated.h).
   ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& strategy = {},
             const ForwardTuning& tuning = {});
   ~ForwardOp();
