@@ -50,8 +50,13 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
 
   void lce(const ikbo::LceProblem& p, void* out) override {
     paths_.clear();
-    // before any upload: problem, host map (MapCheck::Host), CUDA limits; LceOp checks nothing
-    // again (the device map pass runs in either mode)
+    // before any upload, in the reference's order (lce_reference): the problem, a null `out`,
+    // then the host map (MapCheck::Host) and the CUDA limits; LceOp checks nothing again (the
+    // device map pass runs in either mode)
+    throw_if_error(ikbo::validate(p));
+    const std::int64_t n = p.B > 0 ? ikbo::lce_output_numel(p) : 0;
+    if (n > 0 && out == nullptr)
+      throw InvalidArgument("out", "out: null pointer for B·M·N = " + std::to_string(n) + " elements");
     throw_if_error(lce_checks(p));
     const std::size_t es = dtype_size(p.policy.storage);
     DeviceBuffer w_c(p.w_c, static_cast<std::size_t>(p.M * p.K_c) * es);
@@ -68,7 +73,7 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     dp.e_u = p.e_u != nullptr ? dev(e_u) : nullptr;
     dp.cand_to_user = static_cast<const std::int32_t*>(dev(map));
     LceOp op(dp, kValidated, o_.stage, LceLayout{}, o_.lce);
-    const std::size_t out_bytes = static_cast<std::size_t>(p.B * p.M * p.N) * es;
+    const std::size_t out_bytes = static_cast<std::size_t>(n) * es;
     const DeviceBuffer d_out = DeviceBuffer::poisoned(out_bytes, nullptr);
     const DeviceBuffer ws = DeviceBuffer::poisoned(op.workspace_bytes(), nullptr);
     op.run(d_out.get(), ws.get(), nullptr);
@@ -80,13 +85,15 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
 
   void attention(const ikbo::AttentionProblem& p, void* out) override {
     paths_.clear();
-    // before any upload: problem, host map (MapCheck::Host), CUDA limits; AttentionOp checks
-    // nothing again (the device map pass runs in either mode)
-    throw_if_error(attention_checks(p));
+    // before any upload, in the reference's order (attention_reference): the problem, a null
+    // `out`, then the host map (MapCheck::Host) and the CUDA limits; AttentionOp checks nothing
+    // again (the device map pass runs in either mode)
+    throw_if_error(ikbo::validate(p));
     const std::int64_t n = ikbo::attention_output_numel(p);
     if (n > 0 && out == nullptr)
       throw InvalidArgument("out", "out: null pointer for B·n_seed·H·Dh = " + std::to_string(n) +
                                        " elements");
+    throw_if_error(attention_checks(p));
     const std::size_t es = dtype_size(p.policy.storage);
     const std::size_t kv_bytes = static_cast<std::size_t>(p.total_keys() * p.H * p.Dh) * es;
     DeviceBuffer q(p.q, static_cast<std::size_t>(n) * es);

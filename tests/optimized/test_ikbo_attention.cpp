@@ -752,4 +752,23 @@ TEST_CASE("ikbo attention: the CUDA IKBO backend runs AttentionOp and reports it
   REQUIRE(!gpu_what.empty());
   REQUIRE(gpu_what == cpu_what);
   REQUIRE(std::all_of(untouched.begin(), untouched.end(), [](std::byte b) { return b == std::byte{0x5a}; }));
+
+  // a null `out` with the bad map: the reference names `out` first (attention_reference's
+  // order), and so does the CUDA backend, with either map check
+  cuda::CudaIkboOptions dev_opts;
+  dev_opts.map_check = cuda::MapCheck::Device;
+  const std::unique_ptr<ikbo::IkboBackend> gpu_dev = cuda::make_cuda_ikbo_backend(dev_opts);
+  const std::unique_ptr<ikbo::IkboBackend> cpu = ikbo::make_reference_ikbo_backend();
+  for (ikbo::IkboBackend* be : {cpu.get(), gpu.get(), gpu_dev.get()}) {
+    INFO(be->name() << ", out = nullptr");
+    try {
+      be->attention(c.view(), nullptr);
+      FAIL("no error for a null out");
+    } catch (const InvalidArgument& e) {
+      REQUIRE(e.argument() == "out");
+      REQUIRE(std::string(e.what()) == "out: null pointer for B·n_seed·H·Dh = " +
+                                           std::to_string(ikbo::attention_output_numel(c.view())) +
+                                           " elements");
+    }
+  }
 }
