@@ -75,6 +75,8 @@ struct Variant {
   cuda::BackwardTuning::ShortRuns short_runs = cuda::BackwardTuning::ShortRuns::Auto;
   /// the chunk-order sort (".chunk-device-wide" forces cub::DeviceRadixSort; the others Auto)
   cuda::BackwardTuning::ChunkOrder chunk_order = cuda::BackwardTuning::ChunkOrder::Auto;
+  /// how the chunk kernel takes its chunks (".chunk-static": a fixed stride; the others Dynamic)
+  cuda::BackwardTuning::ChunkSchedule chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Dynamic;
 };
 
 }  // namespace
@@ -87,6 +89,8 @@ int backward_main(const BackwardArgs& args) {
   constexpr auto kStaged = cuda::BackwardTuning::ShortRuns::Staged;
   constexpr auto kAutoShort = cuda::BackwardTuning::ShortRuns::Auto;
   constexpr auto kDeviceWide = cuda::BackwardTuning::ChunkOrder::DeviceWide;
+  constexpr auto kAutoOrder = cuda::BackwardTuning::ChunkOrder::Auto;
+  constexpr auto kStatic = cuda::BackwardTuning::ChunkSchedule::Static;
   const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.sgd", DType::F32, OptimizerKind::ExactSgd, false},
       {"fp32.sgd.hoisted", DType::F32, OptimizerKind::ExactSgd, true},
@@ -103,6 +107,9 @@ int backward_main(const BackwardArgs& args) {
       {"fp32.sgd.hoisted.chunk-device-wide", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kDeviceWide},
       {"fp32.adagrad.hoisted.chunk-device-wide", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kDeviceWide},
       {"fp16.adagrad.hoisted.chunk-device-wide", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kDeviceWide},
+      {"fp32.sgd.hoisted.chunk-static", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kAutoOrder, kStatic},
+      {"fp32.adagrad.hoisted.chunk-static", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kStatic},
+      {"fp16.adagrad.hoisted.chunk-static", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kStatic},
   }, args.only, "backward");
   if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
@@ -187,6 +194,7 @@ int backward_main(const BackwardArgs& args) {
     cuda::BackwardTuning knobs;
     knobs.short_runs = v.short_runs;
     knobs.chunk_order = v.chunk_order;
+    knobs.chunk_schedule = v.chunk_schedule;
     cuda::BackwardOp op(bp, {}, knobs);
     cuda::TransposeOp tr(fp);
     cuda::ForwardOp fwd(fp);

@@ -21,6 +21,9 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "forward.pooled.row_index32",
       "forward.sequence.vec4",   "forward.sequence.vec8",   "forward.sequence.scalar",
       "bounds.fused",            "bounds.separate",         "bounds.fatal_check"};
+  // (not forward.pooled.streamed: the matrix's features have mixed D, so each whole-warp launch
+  // has B = 8192 bags, below ForwardTuning::staged_auto_min_bags; tests/optimized [streamed]
+  // forces it and compares it bit for bit with the group-per-bag kernel)
   // (not the chunk-order sorts, bwd.chunk_order.one-cta / .device-wide: which one runs follows N,
   // and every long-route row of the main job's seed-large slices, N ~ 1.3 M lookups, has more than
   // the one CTA's 9216 chunk slots (H200, session 14); tests/optimized [chunk_order] forces both
@@ -31,7 +34,8 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "bwd.nondeterministic", "bwd.gather.staged", "bwd.gather.registers",
       "bwd.short.staged", "bwd.short.registers",
       "forward.small_table.mma", "bwd.small_table", "bwd.small_table.saved_counts",
-      "bwd.small_table.no_sort"};  // the small-table rows' hi/lo probe: one feature, no sort
+      "bwd.small_table.no_sort",  // the small-table rows' hi/lo probe: one feature, no sort
+      "bwd.chunk_schedule.dynamic"};  // the default schedule of every long-route row
   // every LCE stage that runs under the default round-once policy (lt-epilogue implements
   // user-rounded only and then runs padded-k, docs/ikbo.md); both attention kernels at the
   // main job's Dh = 128 (the wgmma one through AttentionKernel::Auto, which picks it on compute

@@ -47,6 +47,7 @@ struct BackwardDeviceCounters {
   unsigned long long chunks;
   unsigned int num_long;    ///< long runs listed by the router
   unsigned int num_chunks;  ///< chunks listed by the router
+  unsigned int chunk_cursor;  ///< next chunk of the order (BackwardTuning::ChunkSchedule::Dynamic)
   unsigned long long small_table_rows;     ///< rows updated by the small-table histogram path
   unsigned long long small_table_lookups;  ///< their lookups (Σ SL)
   /// rows the small-table path summed exactly instead (no sort ran: SL below its minimum run, or
@@ -150,6 +151,9 @@ struct RunArgs {
   /// The short-run kernel's staged instance (RunKernels::kShortStageRows rows per lane ring, warp
   /// groups only) instead of the register one (BackwardTuning::ShortRuns, resolved by the host).
   bool short_staged = false;
+  /// The long-run chunk kernel takes its chunks from counters->chunk_cursor
+  /// (BackwardTuning::ChunkSchedule::Dynamic) instead of a fixed stride over the order.
+  bool dynamic_chunks = true;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 

@@ -43,7 +43,14 @@ long_chunks_group_per_chunk(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
   const std::int64_t num_chunks = a.counters->num_chunks;
-  for (std::int64_t idx = g.gid; idx < num_chunks; idx += g.num_groups) {
+  // the group's next chunk: from the device cursor (Dynamic) or a fixed stride (Static)
+  const auto next = [&](std::int64_t idx) -> std::int64_t {
+    if (!a.dynamic_chunks) return idx < 0 ? g.gid : idx + g.num_groups;
+    unsigned taken = 0;
+    if (g.glane == 0) taken = atomicAdd(&a.counters->chunk_cursor, 1u);
+    return static_cast<std::int64_t>(g.broadcast(taken, 0));
+  };
+  for (std::int64_t idx = next(-1); idx < num_chunks; idx = next(idx)) {
     const std::int64_t ch = a.chunk_order[idx];  // chunks by the position of their first lookup
     const std::uint32_t slot = a.chunk_run[ch];
     const LongRun lr = a.long_runs[slot];

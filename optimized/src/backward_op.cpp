@@ -488,6 +488,7 @@ struct BackwardPlan {
         (knobs.short_runs == ShortRuns::Auto &&
          lookups_per_row >= tuning::RunKernels::kShortStagedMinLookupsPerRow);
     a.short_staged = staged_short && !types.block_group && tuning::RunKernels::kShortStageRows > 0;
+    a.dynamic_chunks = knobs.chunk_schedule == BackwardTuning::ChunkSchedule::Dynamic;
 
     // --- workspace (backward part): counters | long runs | chunk->run | counters | partials ---
     max_long = N / s.long_run_threshold + 1;
@@ -839,6 +840,7 @@ BackwardStats BackwardOp::finish() {
   if (c.long_runs > 0) {
     st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");
     st.paths.push_back(P.chunk_order_one_cta ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide");
+    st.paths.push_back(P.run.dynamic_chunks ? "bwd.chunk_schedule.dynamic" : "bwd.chunk_schedule.static");
   }
   if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
   if (P.small_stats.rows > 0) {

@@ -53,6 +53,8 @@ struct BackwardRunOptions {
   cuda::BackwardTuning::Sort sort = cuda::BackwardTuning::Sort::Auto;
   /// The small-table split-K kernel (cuda::BackwardTuning::SplitK).
   cuda::BackwardTuning::SplitK split_k = cuda::BackwardTuning::SplitK::Warp;
+  /// How the chunk kernel takes its chunks (cuda::BackwardTuning::ChunkSchedule).
+  cuda::BackwardTuning::ChunkSchedule chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Dynamic;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

@@ -174,13 +174,18 @@ TEST_CASE("the register and staged short-run kernel instances give bitwise equal
   });
 }
 
-TEST_CASE("one-CTA and device-wide chunk orders give bitwise equal updates",
+TEST_CASE("one-CTA and device-wide chunk orders, dynamic and static chunk schedules give bitwise "
+          "equal updates",
           "[gpu][backward][chunk_order]") {
   // cuda::BackwardTuning::ChunkOrder: one CTA sorts the chunks the router listed, or
   // cub::DeviceRadixSort sorts every chunk slot; both give the same order (stable, ties in slot
   // order), and a run's result depends only on its chunks' partials in chunk order anyway.
+  // cuda::BackwardTuning::ChunkSchedule: the groups take chunks from a device cursor or by a fixed
+  // stride; which group sums a chunk changes nothing either.
   using ChunkOrder = cuda::BackwardTuning::ChunkOrder;
-  rc::prop("ChunkOrder::OneCta == ChunkOrder::DeviceWide == Auto, bitwise; paths", [] {
+  using ChunkSchedule = cuda::BackwardTuning::ChunkSchedule;
+  rc::prop("ChunkOrder::OneCta == ChunkOrder::DeviceWide == Auto, ChunkSchedule::Dynamic == "
+           "Static, bitwise; paths", [] {
     // small_rows: 1..3 rows per table, so runs get long
     BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, true, DimRule::Any);
     BackwardRunOptions o;
@@ -190,21 +195,26 @@ TEST_CASE("one-CTA and device-wide chunk orders give bitwise equal updates",
     RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
     BackwardFailureRecorder rec("backward-chunk-order", c, o.strategy);
     rec.run([&] {
-      BackwardRunOptions one = o, wide = o;
+      BackwardRunOptions one = o, wide = o, stride = o;
       one.chunk_order = ChunkOrder::OneCta;
       wide.chunk_order = ChunkOrder::DeviceWide;
+      stride.chunk_schedule = ChunkSchedule::Static;
       const BackwardOutcome auto_run = run_backward_gpu(c, o);
       const BackwardOutcome a = run_backward_gpu(c, one);
       const BackwardOutcome b = run_backward_gpu(c, wide);
+      const BackwardOutcome s = run_backward_gpu(c, stride);
       rec.record(a, "cuda BackwardOp, ChunkOrder::OneCta");
-      for (const BackwardOutcome* x : {&auto_run, &a, &b}) RC_ASSERT(x->kind == BackwardOutcome::Kind::Ok);
+      for (const BackwardOutcome* x : {&auto_run, &a, &b, &s}) RC_ASSERT(x->kind == BackwardOutcome::Kind::Ok);
       verify_judged(c, a);
       const bool chunks = a.stats.counters.chunks > 0;
       RC_ASSERT(has_path(a.stats, "bwd.chunk_order.one-cta") == chunks);
       RC_ASSERT(has_path(b.stats, "bwd.chunk_order.device-wide") == chunks);
       RC_ASSERT(has_path(auto_run.stats, "bwd.chunk_order.one-cta") == chunks);  // generated N fits
+      RC_ASSERT(has_path(auto_run.stats, "bwd.chunk_schedule.dynamic") == chunks);  // the default
+      RC_ASSERT(has_path(s.stats, "bwd.chunk_schedule.static") == chunks);
+      RC_ASSERT(!has_path(s.stats, "bwd.chunk_schedule.dynamic"));
       RC_CLASSIFY(chunks, "long runs");
-      for (const BackwardOutcome* x : {&b, &auto_run}) {
+      for (const BackwardOutcome* x : {&b, &auto_run, &s}) {
         RC_ASSERT(a.weights == x->weights);
         RC_ASSERT(a.momentum == x->momentum);
         RC_ASSERT(a.psw_grad.size() == x->psw_grad.size());

@@ -148,6 +148,8 @@ class RoutingStandIn : public Backend {
       const std::int64_t N = p.forward.lookups.num_indices;
       const std::int64_t slots = N / s.chunk_size + N / s.long_run_threshold + 2;
       st.paths.push_back(slots <= 9216 ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide");
+      // the default chunk schedule (cuda::BackwardTuning::ChunkSchedule::Dynamic)
+      st.paths.push_back("bwd.chunk_schedule.dynamic");
     }
     if (!s.deterministic && st.counters.chunks) st.paths.push_back("bwd.nondeterministic");
     if (out.per_sample_weight_grad) st.paths.push_back("bwd.psw_grad");

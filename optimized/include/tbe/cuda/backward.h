@@ -152,6 +152,18 @@ struct BackwardTuning {
     Block,
   };
   SplitK split_k = SplitK::Warp;
+  /// How the long-run chunk kernel's groups take their chunks (docs/backward.md "Work routing";
+  /// paths "bwd.chunk_schedule.dynamic" / ".static" when chunks ran). A chunk's partial and a
+  /// run's chunk-order sum do not depend on which group took the chunk: every value gives the same
+  /// bits.
+  enum class ChunkSchedule : std::uint8_t {
+    /// each group takes the next chunk in order from a device counter (one atomicAdd per chunk),
+    /// so groups that meet slower chunks take fewer and the chunks in flight stay consecutive
+    Dynamic,
+    /// group g takes chunks g, g + groups, g + 2·groups, ... of the order
+    Static,
+  };
+  ChunkSchedule chunk_schedule = ChunkSchedule::Dynamic;
 };
 
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
