@@ -195,7 +195,10 @@ int backward_main(const BackwardArgs& args) {
     knobs.short_runs = v.short_runs;
     knobs.chunk_order = v.chunk_order;
     knobs.chunk_schedule = v.chunk_schedule;
-    cuda::BackwardOp op(bp, {}, knobs);
+    BackwardStrategy strategy;
+    if (args.long_threshold > 0) strategy.long_run_threshold = args.long_threshold;
+    if (args.chunk_size > 0) strategy.chunk_size = args.chunk_size;
+    cuda::BackwardOp op(bp, strategy, knobs);
     cuda::TransposeOp tr(fp);
     cuda::ForwardOp fwd(fp);
     DeviceBuffer bws(op.workspace_bytes(v.hoisted)), tws(v.hoisted ? tr.workspace_bytes() : 0),
@@ -289,6 +292,8 @@ int backward_main(const BackwardArgs& args) {
     for (int q = 0; q < 6; ++q) phases[phase_names[q]] = phase_med[q];
     results.push_back({{"variant", v.name}, {"policy", to_string(fp.options.policy)},
                        {"optimizer", to_string(v.optimizer)}, {"hoisted", v.hoisted},
+                       {"long_run_threshold", strategy.long_run_threshold},
+                       {"chunk_size", strategy.chunk_size},
                        {"bounds_check", to_string(args.bounds)},
                        {"backward_median_ms", tb.median_ms}, {"backward_min_ms", tb.min_ms},
                        {"backward_max_ms", tb.max_ms}, {"phases_median_ms", phases},

@@ -89,6 +89,13 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
                   "time only these variants (comma-separated names as printed, e.g. "
                   "fp32.sgd.hoisted; for a profiler run)")
       ->type_name("NAMES");
+  cli::add_decimal(*sub, "--long-threshold", "N", a.long_threshold, std::int32_t{1},
+                   std::int32_t{1} << 20,
+                   "BackwardStrategy::long_run_threshold: runs of at least N lookups take the "
+                   "long-run chunks (default: the strategy's, 256)");
+  cli::add_decimal(*sub, "--chunk-size", "N", a.chunk_size, std::int32_t{32}, std::int32_t{4096},
+                   "BackwardStrategy::chunk_size: lookups per long-run chunk, a multiple of 32 "
+                   "(default: the strategy's, 256)");
 }
 
 void add_ikbo_lce(CLI::App& app, IkboLceArgs& a) {

@@ -43,6 +43,10 @@ struct BackwardArgs {
   std::string json_path;   ///< --json FILE, "" for none
   std::string npy_dir;     ///< --dump-npy DIR, "" for none (one D workloads only)
   std::string only;        ///< --only NAMES: comma-separated variant names ("" all)
+  /// --long-threshold N / --chunk-size N: BackwardStrategy::long_run_threshold / chunk_size of
+  /// every variant (0: the strategy's default; tbe::validate(p, s) checks the values)
+  std::int32_t long_threshold = 0;
+  std::int32_t chunk_size = 0;
 };
 
 /// `tbe-bench ikbo-lce` (bench/ikbo_lce_bench.cu).

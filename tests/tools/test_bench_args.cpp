@@ -88,6 +88,15 @@ TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
   CHECK(d.backward.only.empty());
   CHECK(command({"backward", "--only", "fp32.sgd.hoisted,fp16.adagrad"}).backward.only ==
         "fp32.sgd.hoisted,fp16.adagrad");
+  // --long-threshold / --chunk-size: the backward strategy of every variant (0: its default)
+  CHECK(d.backward.long_threshold == 0);
+  CHECK(d.backward.chunk_size == 0);
+  const BackwardArgs r = command({"backward", "--long-threshold", "64", "--chunk-size", "128"}).backward;
+  CHECK(r.long_threshold == 64);
+  CHECK(r.chunk_size == 128);
+  check_usage_error({"backward", "--long-threshold", "0"}, "--long-threshold: '0' is out of range");
+  check_usage_error({"backward", "--chunk-size", "16"}, "--chunk-size: '16' is out of range");
+  check_usage_error({"backward", "--chunk-size", "8192"}, "--chunk-size: '8192' is out of range");
   CHECK(command({"small-table"}).small_table.only.empty());
   CHECK(command({"small-table", "--only", "E8.L64,small-table"}).small_table.only == "E8.L64,small-table");
 }
