@@ -93,9 +93,18 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
                    std::int32_t{1} << 20,
                    "BackwardStrategy::long_run_threshold: runs of at least N lookups take the "
                    "long-run chunks (default: the strategy's, 256)");
-  cli::add_decimal(*sub, "--chunk-size", "N", a.chunk_size, std::int32_t{32}, std::int32_t{4096},
-                   "BackwardStrategy::chunk_size: lookups per long-run chunk, a multiple of 32 "
-                   "(default: the strategy's, 256)");
+  cli::add_parsed(
+      *sub, "--chunk-size", a.chunk_size,
+      [](const std::string& text) {
+        const std::int32_t c = cli::parse_decimal(text, std::int32_t{32}, std::int32_t{4096});
+        if (c % 32 != 0)
+          throw std::invalid_argument("'" + text + "' is not a multiple of 32 (chunks are whole "
+                                      "warps of lookups)");
+        return c;
+      },
+      "BackwardStrategy::chunk_size: lookups per long-run chunk, a multiple of 32 in [32, 4096] "
+      "(default: the strategy's, 256)")
+      ->type_name("N");
 }
 
 void add_ikbo_lce(CLI::App& app, IkboLceArgs& a) {

@@ -22,8 +22,9 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "forward.sequence.vec4",   "forward.sequence.vec8",   "forward.sequence.scalar",
       "bounds.fused",            "bounds.separate",         "bounds.fatal_check"};
   // (not forward.pooled.streamed: the matrix's features have mixed D, so each whole-warp launch
-  // has B = 8192 bags, below ForwardTuning::staged_auto_min_bags; tests/optimized [streamed]
-  // forces it and compares it bit for bit with the group-per-bag kernel)
+  // has B bags, below ForwardTuning::staged_auto_min_bags at the default B = 8192 (at --full's
+  // B = 131072 they reach it and stream); tests/optimized [streamed] forces it and compares it
+  // bit for bit with the group-per-bag kernel)
   // (not the chunk-order sorts, bwd.chunk_order.one-cta / .device-wide: which one runs follows N,
   // and every long-route row of the main job's seed-large slices, N ~ 1.3 M lookups, has more than
   // the one CTA's 9216 chunk slots (H200, session 14); tests/optimized [chunk_order] forces both

@@ -94,7 +94,9 @@ struct PooledArgs {
   /// Every table of the launch has <= 2^32 rows and ForwardTuning::row_index32: a lookup's row
   /// index is broadcast and multiplied as 32 bits (path "forward.pooled.row_index32").
   bool rows32 = false;
-  bool prefer_l1 = true;                  ///< max L1 carveout (no shared memory is used)
+  /// ForwardTuning::prefer_l1: the group-per-bag kernel asks for the max L1 carveout (it uses no
+  /// shared memory), the streamed kernel for the smallest carveout holding 3 of its blocks
+  bool prefer_l1 = true;
   bool mean = false;
   bool check_indices = false;             ///< fused bounds check: bad index -> row 0, counted
   /// Streamed kernel only: consecutive bags per warp, 1..32; 0: its launch chooses from the bag

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -208,9 +209,12 @@ Status check_tuning(const ForwardTuning& t) {
     return bad("staged_bags_per_warp", std::to_string(t.staged_bags_per_warp),
                "in 0..32 (0: chosen from the launch's bag count)");
   const double l = t.small_table.expected_bag_length;
-  if (!(l >= 0) || l == std::numeric_limits<double>::infinity())
-    return bad("small_table.expected_bag_length", std::to_string(l),
+  if (!(l >= 0) || l == std::numeric_limits<double>::infinity()) {
+    std::ostringstream v;
+    v << l;  // shortest form: -1, -1e-300, nan, inf
+    return bad("small_table.expected_bag_length", v.str(),
                "finite and >= 0 (0: measured from the offsets)");
+  }
   return Status::Ok();
 }
 }  // namespace

@@ -57,11 +57,13 @@ Outcome run_reference(ForwardCase& c);
 Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, const cuda::ForwardTuning& tuning = {});
 
 /// A ForwardTuning with every pooled-gather knob drawn (pipelined, prefer_l1, rows in flight 4 or
-/// 8, 32-bit row index); the small-table knobs keep their defaults.
+/// 8, 32-bit row index, staged_rows Auto / 0 / 8 / 16 with Auto's threshold 0, 64 or 2^17 bags,
+/// bags per streamed warp); the small-table knobs keep their defaults.
 cuda::ForwardTuning gen_forward_tuning();
 
 /// The implementation a failing case records: "tbe_optimized cuda::ForwardOp (fused bounds check,
-/// pipelined=0, prefer_l1=1, rows_in_flight=4, row_index32=1)".
+/// pipelined=0, prefer_l1=1, rows_in_flight=4, row_index32=1, staged_rows=-1,
+/// staged_auto_min_bags=131072, staged_bags_per_warp=0)".
 std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& tuning = {});
 inline constexpr std::size_t kSentinelBytes = 256;
 

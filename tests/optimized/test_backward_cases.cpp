@@ -138,6 +138,17 @@ TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boun
           std::int64_t chunks = 0;
           for (std::int64_t r = 0; r < E; ++r) chunks += (300 + r % 70 + 63) / 64;
           CHECK(k.chunks == chunks);
+          if (!det) continue;
+          // the fixed stride (ChunkSchedule::Static) gives the same bits; at D = 1000 (block
+          // groups, about one per SM) each group takes many chunks under either schedule
+          BackwardRunOptions s = o;
+          s.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Static;
+          const BackwardOutcome gs = run_backward_gpu(c, s);
+          REQUIRE(gs.kind == BackwardOutcome::Kind::Ok);
+          CHECK(std::find(g.stats.paths.begin(), g.stats.paths.end(), "bwd.chunk_schedule.dynamic") != g.stats.paths.end());
+          CHECK(std::find(gs.stats.paths.begin(), gs.stats.paths.end(), "bwd.chunk_schedule.static") != gs.stats.paths.end());
+          CHECK(gs.weights == g.weights);
+          CHECK(gs.momentum == g.momentum);
         }
     }
 }

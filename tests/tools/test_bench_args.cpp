@@ -97,6 +97,8 @@ TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
   check_usage_error({"backward", "--long-threshold", "0"}, "--long-threshold: '0' is out of range");
   check_usage_error({"backward", "--chunk-size", "16"}, "--chunk-size: '16' is out of range");
   check_usage_error({"backward", "--chunk-size", "8192"}, "--chunk-size: '8192' is out of range");
+  check_usage_error({"backward", "--chunk-size", "33"},
+                    "--chunk-size: '33' is not a multiple of 32 (chunks are whole warps of lookups)");
   CHECK(command({"small-table"}).small_table.only.empty());
   CHECK(command({"small-table", "--only", "E8.L64,small-table"}).small_table.only == "E8.L64,small-table");
 }

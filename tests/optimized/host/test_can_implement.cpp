@@ -132,8 +132,12 @@ TEST_CASE("ForwardOp::can_implement: the tuning's values by name, after the prob
        "tuning.staged_bags_per_warp: -1 is not in 0..32 (0: chosen from the launch's bag count)"},
       {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = -1; },
        "tuning.small_table.expected_bag_length",
-       "tuning.small_table.expected_bag_length: -1.000000 is not finite and >= 0 (0: measured "
-       "from the offsets)"},
+       "tuning.small_table.expected_bag_length: -1 is not finite and >= 0 (0: measured from the "
+       "offsets)"},
+      {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = -1e-300; },
+       "tuning.small_table.expected_bag_length",
+       "tuning.small_table.expected_bag_length: -1e-300 is not finite and >= 0 (0: measured from "
+       "the offsets)"},
       {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = std::nan(""); },
        "tuning.small_table.expected_bag_length", nullptr},
       {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = HUGE_VAL; },

@@ -89,8 +89,9 @@ class TransposeOp {
 };
 
 /// Launch choices of the CUDA backward (BackwardOp); the constants behind them live in
-/// optimized/dispatch/tuning.h (RunKernels, SmallTable). short_runs never changes a result (every
-/// choice adds the same rows in the sorted order: bitwise equal outputs); small_table chooses a
+/// optimized/dispatch/tuning.h (RunKernels, SmallTable). short_runs, chunk_order and
+/// chunk_schedule never change a deterministic result (every choice adds the same rows in the
+/// same order: bitwise equal outputs); small_table chooses a
 /// path whose results lie in the same enclosures (docs/oracle.md "Small-table histogram path").
 struct BackwardTuning {
   /// The small-table histogram path's knobs (docs/small-table.md; default: Mode::Auto with the
@@ -154,8 +155,11 @@ struct BackwardTuning {
   SplitK split_k = SplitK::Warp;
   /// How the long-run chunk kernel's groups take their chunks (docs/backward.md "Work routing";
   /// paths "bwd.chunk_schedule.dynamic" / ".static" when chunks ran). A chunk's partial and a
-  /// run's chunk-order sum do not depend on which group took the chunk: every value gives the same
-  /// bits.
+  /// run's chunk-order sum do not depend on which group took the chunk: with
+  /// BackwardStrategy::deterministic both values give the same bits (without it, the float
+  /// atomics' order varies run to run either way). Dynamic is the default: on seed-large (H100,
+  /// session 22, bench/results/README.md) the chunk kernel took 3.66 ms against 11.4 with the
+  /// stride in the same run (ncu: L2 hit 62% against 22%, SMs active 96% against 57% of its time).
   enum class ChunkSchedule : std::uint8_t {
     /// each group takes the next chunk in order from a device counter (one atomicAdd per chunk),
     /// so groups that meet slower chunks take fewer and the chunks in flight stay consecutive

@@ -43,7 +43,11 @@ struct ForwardTuning {
   /// seed-large: 8 takes 1.36x (FP32) / 1.23x (FP16) the time of 4; the pipelined grid was slower
   /// than both (bench/results/).
   int rows_in_flight = 4;
-  /// Ask for the largest L1 (the gather uses no shared memory). Measured: no effect on H200.
+  /// L1 preference of the pooled gathers. The group-per-bag kernel (no shared memory) asks for the
+  /// largest L1 (measured: no effect on H200); the streamed kernel asks for the smallest
+  /// shared-memory carveout that holds 3 of its blocks per SM (measured, H100 session 22: the
+  /// FP32-accumulation instance 5.37 ms against 5.68 with the driver's carveout on seed-large).
+  /// false: the driver's default carveout for both.
   bool prefer_l1 = true;
   /// Pooled gather: broadcast and multiply a lookup's row index as 32 bits (one shuffle and one
   /// IMAD.WIDE.U32 per lookup, path "forward.pooled.row_index32") when every table has at most
@@ -68,9 +72,12 @@ struct ForwardTuning {
   /// kStagedRowsAuto's threshold: the smallest pooled launch (consecutive features with the same
   /// kernel geometry, counted in bags) that takes the streamed kernel. >= 0 (0: every launch the
   /// streamed kernel can take). Default 2^17 bags, from the session 22 sweep (H100,
-  /// bench/results/README.md), streamed / group-per-bag time with FP32 weights: seed-large
-  /// launches of 2^14 bags 1.06x, 2^16 0.97x, 2^17 0.96x, 2^19 0.94x, 2^22 0.87x; prod-mixed
-  /// (one feature per launch) 2^12 1.05x, 2^15 1.06x, 2^16 1.015x, 2^17 0.99x.
+  /// bench/results/README.md), whole-forward time with every such launch streamed over the
+  /// group-per-bag kernel's, FP32 weights and FP64 accumulation: seed-large (one launch of 32·B
+  /// bags) at launches of 2^14 bags 1.06x, 2^16 0.97x, 2^17 0.96x, 2^18 0.98x (1.005x with FP32
+  /// accumulation), 2^19 0.94x, 2^22 0.87x; prod-mixed (its 16 D = 128 features streamed, one
+  /// launch of B bags each, the other 50 features unchanged) at 2^12 1.05x, 2^15 1.06x,
+  /// 2^16 1.015x, 2^17 0.99x.
   std::int64_t staged_auto_min_bags = std::int64_t{1} << 17;
   /// Streamed kernel: consecutive bags per warp, 1..32; 0 (default) chooses from the launch's bag
   /// count (32 while the grid still fills the device 4 times over, fewer for small launches).

@@ -25,7 +25,8 @@ struct SmallTableTuning {
   /// Expected bag length L for Mode::Auto. > 0: this value for every feature. 0: measured when
   /// the operator is constructed, as the mean L of the feature's bags
   /// ((offsets[(f+1)·B] − offsets[f·B]) / B: one synchronous device-to-host copy of T + 1
-  /// offsets; only the choice of path depends on it, never a result).
+  /// offsets; only the choice of path depends on it, never a result). Negative, NaN or infinite:
+  /// InvalidArgument "tuning.small_table.expected_bag_length" (ForwardOp::can_implement).
   double expected_bag_length = 0;
 };
 
