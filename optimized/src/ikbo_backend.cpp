@@ -53,11 +53,9 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     // before any upload, in the reference's order (lce_reference): the problem, a null `out`,
     // then the host map (MapCheck::Host) and the CUDA limits; LceOp checks nothing again (the
     // device map pass runs in either mode)
-    throw_if_error(ikbo::validate(p));
-    const std::int64_t n = p.B > 0 ? ikbo::lce_output_numel(p) : 0;
-    if (n > 0 && out == nullptr)
-      throw InvalidArgument("out", "out: null pointer for B·M·N = " + std::to_string(n) + " elements");
+    check_output(p, out);
     throw_if_error(lce_checks(p));
+    const std::int64_t n = p.B > 0 ? ikbo::lce_output_numel(p) : 0;
     const std::size_t es = dtype_size(p.policy.storage);
     DeviceBuffer w_c(p.w_c, static_cast<std::size_t>(p.M * p.K_c) * es);
     DeviceBuffer w_u(p.w_u, static_cast<std::size_t>(p.M * p.K_u) * es);
@@ -88,12 +86,9 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
     // before any upload, in the reference's order (attention_reference): the problem, a null
     // `out`, then the host map (MapCheck::Host) and the CUDA limits; AttentionOp checks nothing
     // again (the device map pass runs in either mode)
-    throw_if_error(ikbo::validate(p));
-    const std::int64_t n = ikbo::attention_output_numel(p);
-    if (n > 0 && out == nullptr)
-      throw InvalidArgument("out", "out: null pointer for B·n_seed·H·Dh = " + std::to_string(n) +
-                                       " elements");
+    check_output(p, out);
     throw_if_error(attention_checks(p));
+    const std::int64_t n = ikbo::attention_output_numel(p);
     const std::size_t es = dtype_size(p.policy.storage);
     const std::size_t kv_bytes = static_cast<std::size_t>(p.total_keys() * p.H * p.Dh) * es;
     DeviceBuffer q(p.q, static_cast<std::size_t>(n) * es);
@@ -119,6 +114,15 @@ class CudaIkboBackend final : public ikbo::IkboBackend {
   }
 
  private:
+  /// A null `out` as the reference reports it: after validate(p), before the map and the CUDA
+  /// limits. validate(p) runs here only for a null `out`; lce_checks / attention_checks run it
+  /// for every call.
+  template <class Problem>
+  static void check_output(const Problem& p, const void* out) {
+    if (out != nullptr) return;
+    throw_if_error(ikbo::validate(p));
+    throw_if_error(ikbo::validate_output(p, out));
+  }
   Status lce_checks(const ikbo::LceProblem& p) const {
     return o_.map_check == MapCheck::Host
                ? LceOp::can_implement(p, p.cand_to_user, LceLayout{}, o_.lce)

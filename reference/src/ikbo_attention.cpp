@@ -171,11 +171,16 @@ std::vector<double> attention_reference_fp64(const AttentionProblem& p) {
   return out;
 }
 
-void attention_reference(const AttentionProblem& p, void* out) {
-  throw_if_error(validate(p));
+Status validate_output(const AttentionProblem& p, const void* out) {
   const std::int64_t n = attention_output_numel(p);
   if (n > 0 && out == nullptr)
-    throw InvalidArgument("out", "out: null pointer for B·n_seed·H·Dh = " + s(n) + " elements");
+    return Status::Invalid("out", "out: null pointer for B·n_seed·H·Dh = " + s(n) + " elements");
+  return Status::Ok();
+}
+
+void attention_reference(const AttentionProblem& p, void* out) {
+  throw_if_error(validate(p));
+  throw_if_error(validate_output(p, out));
   const std::int64_t per = p.n_seed * p.H * p.Dh;
   const DType st = p.policy.storage;
   attention_fp64_per_candidate(p, [&](std::int64_t b, const double* o) {

@@ -209,11 +209,16 @@ LceReference lce_reference_fp64(const LceProblem& p) {
   return r;
 }
 
-void lce_reference(const LceProblem& p, void* out) {
-  throw_if_error(validate(p));
+Status validate_output(const LceProblem& p, const void* out) {
   const std::int64_t n = p.B > 0 ? lce_output_numel(p) : 0;
   if (n > 0 && out == nullptr)
-    throw InvalidArgument("out", "out: null pointer for B·M·N = " + s(n) + " elements");
+    return Status::Invalid("out", "out: null pointer for B·M·N = " + s(n) + " elements");
+  return Status::Ok();
+}
+
+void lce_reference(const LceProblem& p, void* out) {
+  throw_if_error(validate(p));
+  throw_if_error(validate_output(p, out));
   const DType st = p.policy.storage;
   const DType acc = p.policy.accumulation;
   const LceRounding rounding = p.policy.lce_rounding;

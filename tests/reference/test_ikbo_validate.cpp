@@ -148,6 +148,37 @@ TEST_CASE("ikbo map values outside 0 to U-1 are errors, never wild reads", "[ikb
   CHECK(validate_map(m, 0).message == "U: 0 must be >= 1");
 }
 
+TEST_CASE("ikbo null output: validate_output names out with the element count, as both "
+          "references throw it before the map", "[ikbo][validate]") {
+  LceCase c = lce_base();
+  std::byte one{};
+  CHECK(validate_output(c.view(), &one).ok());
+  const Status s = validate_output(c.view(), nullptr);
+  CHECK(s.argument == "out");
+  CHECK(s.message == "out: null pointer for B·M·N = 24 elements");  // B = 4, M = 2, N = 3
+  c.cand_to_user[3] = -1;  // a bad map too: out is reported first
+  try {
+    lce_reference(c.view(), nullptr);
+    FAIL("no error for a null out");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.what()) == s.message);
+  }
+  const LceCase empty = make_lce_case({0, 2, 4, 5, 7, 3}, {}, MapKind::Sorted, 9);
+  CHECK(validate_output(empty.view(), nullptr).ok());  // B = 0: nothing to write
+  AttentionCase a = attention_base();
+  CHECK(validate_output(a.view(), &one).ok());
+  const Status t = validate_output(a.view(), nullptr);
+  CHECK(t.argument == "out");
+  CHECK(t.message == "out: null pointer for B·n_seed·H·Dh = 32 elements");
+  a.cand_to_user[0] = 2;
+  try {
+    attention_reference(a.view(), nullptr);
+    FAIL("no error for a null out");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.what()) == t.message);
+  }
+}
+
 TEST_CASE("ikbo attention validation names argument, value and limit", "[ikbo][validate]") {
   const AttentionCase c = attention_base();
   const AttentionCase j = attention_base(true);

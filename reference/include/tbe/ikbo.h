@@ -71,6 +71,10 @@ struct LceProblem {
 Status validate(const LceProblem& p);
 /// (added) Elements of the LCE output: B·M·N.
 std::int64_t lce_output_numel(const LceProblem& p);
+/// (added) The output pointer of a host-level call (lce_reference, IkboBackend::lce): "out" when
+/// `out` is null and the output has elements, e.g. "out: null pointer for B·M·N = 768 elements".
+/// Precondition: validate(p) passed. Every backend checks it after validate(p) and before the map.
+Status validate_output(const LceProblem& p, const void* out);
 /// Map values (host pointer): "cand_to_user[7]: 15 outside [0, U=15)". Both backends check the
 /// map before computing; nothing is written on error.
 Status validate_map(std::span<const std::int32_t> cand_to_user, std::int64_t U);
@@ -116,6 +120,9 @@ struct AttentionProblem {
 Status validate(const AttentionProblem& p);
 /// (added) Elements of the attention output: B·n_seed·H·Dh.
 std::int64_t attention_output_numel(const AttentionProblem& p);
+/// (added) The same output check for attention: "out: null pointer for B·n_seed·H·Dh = N
+/// elements". Precondition: validate(p) passed.
+Status validate_output(const AttentionProblem& p, const void* out);
 /// (added) The scale in effect: p.scale, or 1/sqrt(Dh) when p.scale == 0.
 double attention_scale(const AttentionProblem& p);
 /// (added) Key range [first, last) of user u: [u·S, (u+1)·S) dense, k_offsets[u..u+1] jagged.
@@ -138,8 +145,9 @@ void attention_reference(const AttentionProblem& p, void* out);
 /// The host-level IKBO operator interface that the reference (CPU fallback) and the CUDA backend
 /// (tbe::cuda::make_cuda_ikbo_backend, optimized/) both implement. Every pointer of the problem
 /// and `out` are HOST pointers; `out` holds lce_output_numel(p) / attention_output_numel(p)
-/// elements of p.policy.storage. Each call runs validate(p) and validate_map first and throws
-/// InvalidArgument on error; nothing is written to `out` then.
+/// elements of p.policy.storage. Each call runs validate(p), validate_output(p, out) and
+/// validate_map first, in that order, and throws InvalidArgument on error; nothing is written to
+/// `out` then.
 class IkboBackend {
  public:
   virtual ~IkboBackend() = default;
