@@ -12,7 +12,9 @@
 // median / min / max over --iters. Split (phase events inside BackwardOp::run, medians over the
 // same iterations): preprocessing (bounds check + linearize + sort + RLE + scan), routing,
 // per-sample-weight gradient (none here: unweighted), short runs (gather + accumulate + apply),
-// long-run chunks (gather + accumulate; fused: + apply of the last chunk), long-run apply.
+// long-run chunks (gather + accumulate; fused: + apply of the last chunk), long-run apply. Where
+// short runs and chunks take one launch (cuda::BackwardTuning::RunLaunch; path
+// "bwd.runs.interleaved") its time is the short runs' column and the chunks' column is zero.
 // Traffic model (bytes per call):
 //   grad gathered = Σ_lookups D_t · sizeof(grad_output)  (one grad row per lookup, sorted order)
 //   rows          = Σ_unique rows D_t · sizeof(W) · 2 + R · 8 (Adagrad momentum read + write)
@@ -77,6 +79,9 @@ struct Variant {
   cuda::BackwardTuning::ChunkOrder chunk_order = cuda::BackwardTuning::ChunkOrder::Auto;
   /// how the chunk kernel takes its chunks (".chunk-static": a fixed stride; the others Dynamic)
   cuda::BackwardTuning::ChunkSchedule chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Dynamic;
+  /// short runs and chunks in two launches (".separate"; the others Auto: one launch where the
+  /// staged short-run instance runs)
+  cuda::BackwardTuning::RunLaunch run_launch = cuda::BackwardTuning::RunLaunch::Auto;
 };
 
 }  // namespace
@@ -91,6 +96,8 @@ int backward_main(const BackwardArgs& args) {
   constexpr auto kDeviceWide = cuda::BackwardTuning::ChunkOrder::DeviceWide;
   constexpr auto kAutoOrder = cuda::BackwardTuning::ChunkOrder::Auto;
   constexpr auto kStatic = cuda::BackwardTuning::ChunkSchedule::Static;
+  constexpr auto kDynamic = cuda::BackwardTuning::ChunkSchedule::Dynamic;
+  constexpr auto kTwoLaunches = cuda::BackwardTuning::RunLaunch::Separate;
   const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.sgd", DType::F32, OptimizerKind::ExactSgd, false},
       {"fp32.sgd.hoisted", DType::F32, OptimizerKind::ExactSgd, true},
@@ -110,6 +117,12 @@ int backward_main(const BackwardArgs& args) {
       {"fp32.sgd.hoisted.chunk-static", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kAutoOrder, kStatic},
       {"fp32.adagrad.hoisted.chunk-static", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kStatic},
       {"fp16.adagrad.hoisted.chunk-static", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kStatic},
+      {"fp32.sgd.separate", DType::F32, OptimizerKind::ExactSgd, false, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
+      {"fp32.sgd.hoisted.separate", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
+      {"fp32.adagrad.separate", DType::F32, OptimizerKind::ExactRowwiseAdagrad, false, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
+      {"fp32.adagrad.hoisted.separate", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
+      {"fp16.adagrad.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, false, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
+      {"fp16.adagrad.hoisted.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
   }, args.only, "backward");
   if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
@@ -195,6 +208,8 @@ int backward_main(const BackwardArgs& args) {
     knobs.short_runs = v.short_runs;
     knobs.chunk_order = v.chunk_order;
     knobs.chunk_schedule = v.chunk_schedule;
+    knobs.run_launch = v.run_launch;
+    if (args.interleave_chunk_every > 0) knobs.interleave_chunk_every = args.interleave_chunk_every;
     BackwardStrategy strategy;
     if (args.long_threshold > 0) strategy.long_run_threshold = args.long_threshold;
     if (args.chunk_size > 0) strategy.chunk_size = args.chunk_size;
@@ -294,6 +309,7 @@ int backward_main(const BackwardArgs& args) {
                        {"optimizer", to_string(v.optimizer)}, {"hoisted", v.hoisted},
                        {"long_run_threshold", strategy.long_run_threshold},
                        {"chunk_size", strategy.chunk_size},
+                       {"interleave_chunk_every", knobs.interleave_chunk_every},
                        {"bounds_check", to_string(args.bounds)},
                        {"backward_median_ms", tb.median_ms}, {"backward_min_ms", tb.min_ms},
                        {"backward_max_ms", tb.max_ms}, {"phases_median_ms", phases},

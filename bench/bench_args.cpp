@@ -89,6 +89,11 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
                   "time only these variants (comma-separated names as printed, e.g. "
                   "fp32.sgd.hoisted; for a profiler run)")
       ->type_name("NAMES");
+  cli::add_decimal(*sub, "--interleave-chunk-every", "N", a.interleave_chunk_every, std::int32_t{1},
+                   std::int32_t{64},
+                   "cuda::BackwardTuning::interleave_chunk_every of every variant whose short "
+                   "runs and chunks take one launch: every N-th warp starts on the long-run "
+                   "chunks (default 1)");
   cli::add_decimal(*sub, "--long-threshold", "N", a.long_threshold, std::int32_t{1},
                    std::int32_t{1} << 20,
                    "BackwardStrategy::long_run_threshold: runs of at least N lookups take the "

@@ -47,6 +47,9 @@ struct BackwardArgs {
   /// every variant (0: the strategy's default; tbe::validate(p, s) checks the values)
   std::int32_t long_threshold = 0;
   std::int32_t chunk_size = 0;
+  /// --interleave-chunk-every N: cuda::BackwardTuning::interleave_chunk_every of every variant
+  /// (used where short runs and chunks take one launch; 0: the tuning's default)
+  std::int32_t interleave_chunk_every = 0;
 };
 
 /// `tbe-bench ikbo-lce` (bench/ikbo_lce_bench.cu).

@@ -34,6 +34,7 @@ const std::vector<std::string>& required_paths(PathFamily f) {
       "bwd.sr",         "bwd.psw_grad",   "bwd.group.warp",   "bwd.group.block",
       "bwd.nondeterministic", "bwd.gather.staged", "bwd.gather.registers",
       "bwd.short.staged", "bwd.short.registers",
+      "bwd.runs.interleaved",  // RunLaunch::Auto on the rows of the staged short-run instance
       "forward.small_table.mma", "bwd.small_table", "bwd.small_table.saved_counts",
       "bwd.small_table.no_sort",  // the small-table rows' hi/lo probe: one feature, no sort
       "bwd.chunk_schedule.dynamic"};  // the default schedule of every long-route row

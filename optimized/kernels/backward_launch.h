@@ -48,6 +48,7 @@ struct BackwardDeviceCounters {
   unsigned int num_long;    ///< long runs listed by the router
   unsigned int num_chunks;  ///< chunks listed by the router
   unsigned int chunk_cursor;  ///< next chunk of the order (BackwardTuning::ChunkSchedule::Dynamic)
+  unsigned int run_cursor;    ///< next batch of runs (BackwardTuning::RunLaunch::Interleaved)
   unsigned long long small_table_rows;     ///< rows updated by the small-table histogram path
   unsigned long long small_table_lookups;  ///< their lookups (Σ SL)
   /// rows the small-table path summed exactly instead (no sort ran: SL below its minimum run, or
@@ -154,6 +155,9 @@ struct RunArgs {
   /// The long-run chunk kernel takes its chunks from counters->chunk_cursor
   /// (BackwardTuning::ChunkSchedule::Dynamic) instead of a fixed stride over the order.
   bool dynamic_chunks = true;
+  /// BackwardTuning::RunLaunch::Interleaved: every interleave_chunk_every-th warp of the one
+  /// launch starts on the chunks, the others on the short runs (kernels/backward_interleaved.cu).
+  std::int32_t interleave_chunk_every = 1;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
@@ -215,17 +219,22 @@ void launch_chunk_sort(std::int64_t n, int end_bit, std::uint32_t* keys_in,
                        std::uint32_t* keys_out, std::uint32_t* ids_in, std::uint32_t* ids_out,
                        void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
-// --- run kernels (kernels/backward_short.cu, kernels/backward_long.cu; dispatch:
+// --- run kernels (kernels/backward_short.cu, backward_long.cu, backward_interleaved.cu; dispatch:
 // src/backward_dispatch.cpp over dispatch/dispatch.h kCompiledBackward) ---
 void launch_short_runs(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
 void launch_long_chunks(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
 void launch_long_apply(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
+/// Short runs and long-run chunks in one launch (kernels/backward_interleaved.cu): warp groups
+/// with the staged gather only (t.block_group must be false).
+void launch_runs_interleaved(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_short_runs_t(const RunArgs& a, cudaStream_t stream);
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_long_chunks_t(const RunArgs& a, cudaStream_t stream);
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
 void launch_long_apply_t(const RunArgs& a, cudaStream_t stream);
+template <DType kW, DType kAcc, DType kOut, bool kBlock>  // kBlock = false only
+void launch_runs_interleaved_t(const RunArgs& a, cudaStream_t stream);
 
 // --- per-sample-weight gradient (kernels/backward_psw_grad.cu; kCompiledBackward as well) ---
 void launch_psw_grad(DType weights, DType accumulation, DType grad, DType index,

@@ -435,20 +435,25 @@ void launch_persistent(const RunArgs& a, cudaStream_t stream) {
 }
 
 /// The run-kernel instances of one launcher: every row of dispatch/dispatch.h kCompiledBackward
-/// (static_assert), each with warp and block groups.
-#define TBE_BWD_INSTANTIATE(LAUNCH)                                            \
-  TBE_BWD_INSTANTIATE_OUT(LAUNCH, DType::F32, DType::F64)                      \
-  TBE_BWD_INSTANTIATE_OUT(LAUNCH, DType::F32, DType::F32)                      \
-  TBE_BWD_INSTANTIATE_OUT(LAUNCH, DType::F16, DType::F32)                      \
-  TBE_BWD_INSTANTIATE_OUT(LAUNCH, DType::BF16, DType::F32)
-#define TBE_BWD_INSTANTIATE_OUT(LAUNCH, W, ACC)                                \
-  TBE_BWD_INSTANCE(LAUNCH, W, ACC, DType::F32)                                 \
-  TBE_BWD_INSTANCE(LAUNCH, W, ACC, DType::F16)                                 \
-  TBE_BWD_INSTANCE(LAUNCH, W, ACC, DType::BF16)
-#define TBE_BWD_INSTANCE(LAUNCH, W, ACC, OUT)                                  \
+/// (static_assert), each with warp and block groups (TBE_BWD_INSTANTIATE) or with warp groups only
+/// (TBE_BWD_INSTANTIATE_WARP: a launcher whose host never asks for block groups).
+#define TBE_BWD_INSTANTIATE(LAUNCH) TBE_BWD_INSTANTIATE_EACH(TBE_BWD_INSTANCE, LAUNCH)
+#define TBE_BWD_INSTANTIATE_WARP(LAUNCH) TBE_BWD_INSTANTIATE_EACH(TBE_BWD_INSTANCE_WARP, LAUNCH)
+#define TBE_BWD_INSTANTIATE_EACH(INSTANCE, LAUNCH)                             \
+  TBE_BWD_INSTANTIATE_OUT(INSTANCE, LAUNCH, DType::F32, DType::F64)            \
+  TBE_BWD_INSTANTIATE_OUT(INSTANCE, LAUNCH, DType::F32, DType::F32)            \
+  TBE_BWD_INSTANTIATE_OUT(INSTANCE, LAUNCH, DType::F16, DType::F32)            \
+  TBE_BWD_INSTANTIATE_OUT(INSTANCE, LAUNCH, DType::BF16, DType::F32)
+#define TBE_BWD_INSTANTIATE_OUT(INSTANCE, LAUNCH, W, ACC)                      \
+  INSTANCE(LAUNCH, W, ACC, DType::F32)                                         \
+  INSTANCE(LAUNCH, W, ACC, DType::F16)                                         \
+  INSTANCE(LAUNCH, W, ACC, DType::BF16)
+#define TBE_BWD_INSTANCE_WARP(LAUNCH, W, ACC, OUT)                             \
   static_assert(dispatch::contains(dispatch::kCompiledBackward,                \
                                    dispatch::TypeCombo{W, ACC, OUT}));         \
-  template void LAUNCH<W, ACC, OUT, false>(const RunArgs&, cudaStream_t);      \
+  template void LAUNCH<W, ACC, OUT, false>(const RunArgs&, cudaStream_t);
+#define TBE_BWD_INSTANCE(LAUNCH, W, ACC, OUT)                                  \
+  TBE_BWD_INSTANCE_WARP(LAUNCH, W, ACC, OUT)                                   \
   template void LAUNCH<W, ACC, OUT, true>(const RunArgs&, cudaStream_t);
 
 }  // namespace tbe::cuda::detail

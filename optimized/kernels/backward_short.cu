@@ -1,12 +1,13 @@
 // Short runs (SL < long_run_threshold): one group per run gathers the run's grad_output rows in
 // sorted order, accumulates them in registers (Acc), applies the optimizer and stores the row with
-// plain stores. Two instances per type (RunArgs::short_staged, chosen by the host per call): the
+// plain stores (kernels/backward_run_work.cuh short_run; BackwardTuning::RunLaunch::Interleaved
+// runs the same item from kernels/backward_interleaved.cu instead). Two instances per type (RunArgs::short_staged, chosen by the host per call): the
 // register gather at 4 blocks per SM, and the staged one (runs longer than one register batch staged
 // through per-lane cp.async rings for warp groups: kernels/backward_runs.cuh) at 3. Persistent
 // grid: groups stride over the runs up to the device count R (the launch is sized by the device,
 // not by R, so nothing is read back); long runs and the sentinel run (positions outside every bag)
 // are skipped.
-#include "kernels/backward_optimizer.cuh"
+#include "kernels/backward_run_work.cuh"
 #include "tbe/cuda/check.h"
 
 namespace tbe::cuda::detail {
@@ -44,13 +45,7 @@ short_runs_group_per_run(const RunArgs a) {
       key_n = run_key(a, in);
       begin_n = a.run_offsets[in];
     }
-    if (sl < a.long_threshold && key < a.sentinel && !histogram_owns(a, key, sl)) {
-      const BwdTableMeta t = table_of(a, key);
-      const RowState st = load_row_state<W, kBlock>(a, g, key, t);
-      Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-      accumulate_sorted<Out, Acc, kBlock, kStage, kRunRowsInFlight>(a, g, begin, begin + static_cast<std::uint32_t>(sl), t.dim, acc);
-      apply_row<W, Acc, kBlock>(a, g, key, t, st, acc);
-    }
+    short_run<W, Acc, Out, kBlock, kStage>(a, g, sl, key, begin);
     sl = sl_n;
     key = key_n;
     begin = begin_n;

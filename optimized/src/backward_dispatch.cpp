@@ -1,6 +1,8 @@
 // The backward's dispatch: runtime (weights, accumulation, grad_output dtype, group kind) -> the
 // template instance of a run kernel, over dispatch/dispatch.h kCompiledBackward (BackwardOp's
 // can_implement rejects the other combinations before any launch).
+#include <stdexcept>
+
 #include "dispatch/dispatch.h"
 #include "kernels/backward_launch.h"
 #include "kernels/small_table_launch.h"
@@ -9,7 +11,7 @@
 namespace tbe::cuda::detail {
 namespace {
 
-enum class Which { Short, Chunks, Apply };
+enum class Which { Short, Chunks, Apply, Interleaved };
 
 template <DType W, DType Acc, DType Out>
 void by_group(Which which, const RunTypes& t, const RunArgs& a, cudaStream_t s) {
@@ -23,6 +25,9 @@ void by_group(Which which, const RunTypes& t, const RunArgs& a, cudaStream_t s) 
     case Which::Apply:
       return t.block_group ? launch_long_apply_t<W, Acc, Out, true>(a, s)
                            : launch_long_apply_t<W, Acc, Out, false>(a, s);
+    case Which::Interleaved:  // warp groups only: the plan never takes it for block groups
+      if (t.block_group) throw std::logic_error("launch_runs_interleaved: block groups have no instance");
+      return launch_runs_interleaved_t<W, Acc, Out, false>(a, s);
   }
 }
 
@@ -46,6 +51,10 @@ void launch_long_chunks(const RunTypes& t, const RunArgs& a, cudaStream_t s) {
 void launch_long_apply(const RunTypes& t, const RunArgs& a, cudaStream_t s) {
   dispatch_runs(Which::Apply, t, a, s);
   check_launch("long_apply_group_per_run");
+}
+void launch_runs_interleaved(const RunTypes& t, const RunArgs& a, cudaStream_t s) {
+  dispatch_runs(Which::Interleaved, t, a, s);
+  check_launch("runs_interleaved");
 }
 
 void launch_small_table_backward(DType grad, DType index, const SmallTableBackwardArgs& a,

@@ -315,6 +315,7 @@ struct BackwardPlan {
               ws_chunk_order = 0, ws_chunk_temp = 0, chunk_temp_bytes = 0, ws_total = 0;
   int chunk_key_bits = 32;
   bool chunk_order_one_cta = false;  ///< BackwardTuning::ChunkOrder resolved
+  bool interleaved = false;          ///< BackwardTuning::RunLaunch resolved
   // --- problem pointers ---
   BackwardProblem problem;
   // --- last run ---
@@ -489,6 +490,20 @@ struct BackwardPlan {
          lookups_per_row >= tuning::RunKernels::kShortStagedMinLookupsPerRow);
     a.short_staged = staged_short && !types.block_group && tuning::RunKernels::kShortStageRows > 0;
     a.dynamic_chunks = knobs.chunk_schedule == BackwardTuning::ChunkSchedule::Dynamic;
+    // one launch for short runs and chunks (BackwardTuning::RunLaunch): where the staged
+    // short-run instance runs (its ring serves both work items)
+    using RunLaunch = BackwardTuning::RunLaunch;
+    if (knobs.interleave_chunk_every < 1 || knobs.interleave_chunk_every > 64)
+      throw InvalidArgument("tuning.interleave_chunk_every",
+                            "tuning.interleave_chunk_every: " + std::to_string(knobs.interleave_chunk_every) +
+                                " is outside [1, 64]");
+    if (knobs.run_launch == RunLaunch::Interleaved && !a.dynamic_chunks)
+      throw InvalidArgument("tuning.run_launch",
+                            "tuning.run_launch: Interleaved takes the chunks from a device counter, "
+                            "which tuning.chunk_schedule = Static excludes");
+    interleaved = a.short_staged && (knobs.run_launch == RunLaunch::Interleaved ||
+                                     (knobs.run_launch == RunLaunch::Auto && a.dynamic_chunks));
+    a.interleave_chunk_every = knobs.interleave_chunk_every;
 
     // --- workspace (backward part): counters | long runs | chunk->run | counters | partials ---
     max_long = N / s.long_run_threshold + 1;
@@ -741,9 +756,14 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
                               stream);
     }
     P.phase(3, stream);
-    detail::launch_short_runs(P.types, a, stream);
-    P.phase(4, stream);
-    detail::launch_long_chunks(P.types, a, stream);
+    if (P.interleaved) {  // short runs and chunks in one launch: its time is phase 3's
+      detail::launch_runs_interleaved(P.types, a, stream);
+      P.phase(4, stream);
+    } else {
+      detail::launch_short_runs(P.types, a, stream);
+      P.phase(4, stream);
+      detail::launch_long_chunks(P.types, a, stream);
+    }
     P.phase(5, stream);
     if (!a.fused) detail::launch_long_apply(P.types, a, stream);
   } else {
@@ -842,6 +862,8 @@ BackwardStats BackwardOp::finish() {
     st.paths.push_back(P.chunk_order_one_cta ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide");
     st.paths.push_back(P.run.dynamic_chunks ? "bwd.chunk_schedule.dynamic" : "bwd.chunk_schedule.static");
   }
+  if (k.short_runs > 0 || c.long_runs > 0)
+    st.paths.push_back(P.interleaved ? "bwd.runs.interleaved" : "bwd.runs.separate");
   if (P.psw_ran) st.paths.push_back("bwd.psw_grad");
   if (P.small_stats.rows > 0) {
     st.paths.push_back("bwd.small_table");

@@ -153,6 +153,120 @@ TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boun
     }
 }
 
+TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give the separate "
+          "launches' bits",
+          "[gpu][backward][routing][interleaved]") {
+  // cuda::BackwardTuning::RunLaunch::Interleaved: one persistent launch whose warps take long-run
+  // chunks and batches of short runs from two device cursors (kernels/backward_interleaved.cu).
+  // Rows with zipf-like counts (row r: max(1, 3000 / (r + 1)) lookups: 11 long runs of 272..3000
+  // lookups, 3989 short runs of 1..250), shuffled. Each warp share (1: every warp starts on the
+  // chunks; 2; 64: nearly all start on the short runs) must give the Separate launches' bits.
+  const std::int64_t E = 4000;
+  Rng rng(23, 1);
+  std::vector<std::int64_t> idx;
+  for (std::int64_t r = 0; r < E; ++r)
+    for (std::int64_t k = 0; k < std::max<std::int64_t>(1, 3000 / (r + 1)); ++k) idx.push_back(r);
+  for (std::size_t i = idx.size() - 1; i > 0; --i)  // shuffle
+    std::swap(idx[i], idx[static_cast<std::size_t>(rng.uniform_int(static_cast<std::int64_t>(i) + 1))]);
+  using RunLaunch = cuda::BackwardTuning::RunLaunch;
+  const auto has = [](const BackwardOutcome& g, const char* path) {
+    return std::find(g.stats.paths.begin(), g.stats.paths.end(), path) != g.stats.paths.end();
+  };
+  SECTION("every warp share, both long-run modes, with and without determinism") {
+    for (DType w : {DType::F32, DType::F16})
+      for (std::int32_t D : {33, 128}) {  // D = 33: misaligned rows (register gather), 16 lanes
+        BackwardCase c = one_table_case(w, E, D, idx, 9, OptimizerKind::ExactRowwiseAdagrad, 11 + D);
+        for (auto mode : {BackwardStrategy::LongRuns::Fused, BackwardStrategy::LongRuns::Chunked})
+          for (bool det : {true, false}) {
+            BackwardRunOptions o;
+            o.strategy.long_runs = mode;
+            o.strategy.deterministic = det;
+            o.short_runs = cuda::BackwardTuning::ShortRuns::Staged;  // the instance it needs
+            o.run_launch = RunLaunch::Separate;
+            const BackwardOutcome sep = run_backward_gpu(c, o);
+            REQUIRE(sep.kind == BackwardOutcome::Kind::Ok);
+            CHECK(has(sep, "bwd.runs.separate"));
+            for (std::int32_t every : {1, 2, 64}) {
+              INFO("w " << to_string(w) << " D " << D << " det " << det << " every " << every);
+              BackwardRunOptions i = o;
+              i.run_launch = RunLaunch::Interleaved;
+              i.interleave_chunk_every = every;
+              const BackwardOutcome g = run_backward_gpu(c, i);
+              INFO(to_string(g));
+              REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+              CHECK(g.sentinels_intact);
+              CHECK(has(g, "bwd.runs.interleaved"));
+              CHECK(!has(g, "bwd.runs.separate"));
+              const BackwardPathCounters& k = g.stats.counters;
+              CHECK(k.short_runs == sep.stats.counters.short_runs);
+              CHECK(k.short_runs > 3900);
+              CHECK(k.fused_runs + k.chunked_runs == 11);
+              CHECK(k.chunks == sep.stats.counters.chunks);
+              check_judged(c, g);
+              if (!det) continue;  // float atomics: the order varies run to run
+              CHECK(g.weights == sep.weights);
+              CHECK(g.momentum == sep.momentum);
+            }
+          }
+      }
+  }
+  SECTION("Auto takes one launch with the staged instance and the chunk cursor, else two") {
+    BackwardCase c = one_table_case(DType::F32, E, 128, idx, 9, OptimizerKind::ExactSgd, 8);
+    BackwardRunOptions o;  // Auto everywhere: N / K = 6.7 lookups per row takes the staged instance
+    const BackwardOutcome one = run_backward_gpu(c, o);
+    REQUIRE(one.kind == BackwardOutcome::Kind::Ok);
+    CHECK(has(one, "bwd.short.staged"));
+    CHECK(has(one, "bwd.runs.interleaved"));
+    check_judged(c, one);
+    o.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Static;
+    const BackwardOutcome two = run_backward_gpu(c, o);
+    REQUIRE(two.kind == BackwardOutcome::Kind::Ok);
+    CHECK(has(two, "bwd.runs.separate"));
+    CHECK(two.weights == one.weights);
+    o.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Dynamic;
+    o.short_runs = cuda::BackwardTuning::ShortRuns::Registers;
+    const BackwardOutcome reg = run_backward_gpu(c, o);
+    REQUIRE(reg.kind == BackwardOutcome::Kind::Ok);
+    CHECK(has(reg, "bwd.runs.separate"));
+    CHECK(reg.weights == one.weights);
+  }
+  SECTION("the register short-run instance and block groups keep two launches") {
+    BackwardCase c = one_table_case(DType::F32, E, 1000, idx, 9, OptimizerKind::ExactSgd, 5);
+    BackwardRunOptions o;
+    o.run_launch = RunLaunch::Interleaved;
+    const BackwardOutcome block = run_backward_gpu(c, o);  // D = 1000: block groups
+    REQUIRE(block.kind == BackwardOutcome::Kind::Ok);
+    CHECK(has(block, "bwd.group.block"));
+    CHECK(has(block, "bwd.runs.separate"));
+    check_judged(c, block);
+    BackwardCase r = one_table_case(DType::F32, E, 128, idx, 9, OptimizerKind::ExactSgd, 6);
+    o.short_runs = cuda::BackwardTuning::ShortRuns::Registers;
+    const BackwardOutcome reg = run_backward_gpu(r, o);
+    REQUIRE(reg.kind == BackwardOutcome::Kind::Ok);
+    CHECK(has(reg, "bwd.short.registers"));
+    CHECK(has(reg, "bwd.runs.separate"));
+  }
+  SECTION("contradictory or out-of-range tuning is named before any launch") {
+    BackwardCase c = one_table_case(DType::F32, E, 128, idx, 9, OptimizerKind::ExactSgd, 7);
+    BackwardRunOptions o;
+    o.run_launch = RunLaunch::Interleaved;
+    o.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Static;
+    const BackwardOutcome a = run_backward_gpu(c, o);
+    CHECK(a.kind == BackwardOutcome::Kind::InvalidArgument);
+    CHECK(a.argument == "tuning.run_launch");
+    CHECK(a.what.find("chunk_schedule") != std::string::npos);
+    for (std::int32_t every : {0, 65}) {
+      BackwardRunOptions e;
+      e.interleave_chunk_every = every;  // checked whatever the launch
+      const BackwardOutcome b = run_backward_gpu(c, e);
+      INFO("every " << every);
+      CHECK(b.kind == BackwardOutcome::Kind::InvalidArgument);
+      CHECK(b.argument == "tuning.interleave_chunk_every");
+      CHECK(b.what.find(std::to_string(every) + " is outside [1, 64]") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("C09 shared table, exact rowwise Adagrad on the GPU", "[gpu][backward][cases]") {
   for (bool hoisted : {false, true}) {
     BackwardCase c;

@@ -174,37 +174,44 @@ TEST_CASE("the register and staged short-run kernel instances give bitwise equal
   });
 }
 
-TEST_CASE("one-CTA and device-wide chunk orders, dynamic and static chunk schedules give bitwise "
-          "equal updates",
+TEST_CASE("one-CTA and device-wide chunk orders, dynamic and static chunk schedules, separate and "
+          "interleaved run launches give bitwise equal updates",
           "[gpu][backward][chunk_order]") {
   // cuda::BackwardTuning::ChunkOrder: one CTA sorts the chunks the router listed, or
   // cub::DeviceRadixSort sorts every chunk slot; both give the same order (stable, ties in slot
   // order), and a run's result depends only on its chunks' partials in chunk order anyway.
   // cuda::BackwardTuning::ChunkSchedule: the groups take chunks from a device cursor or by a fixed
-  // stride; which group sums a chunk changes nothing either.
+  // stride; which group sums a chunk changes nothing either. cuda::BackwardTuning::RunLaunch:
+  // short runs and chunks in two launches or in one (the staged short-run instance, warp groups).
   using ChunkOrder = cuda::BackwardTuning::ChunkOrder;
   using ChunkSchedule = cuda::BackwardTuning::ChunkSchedule;
   rc::prop("ChunkOrder::OneCta == ChunkOrder::DeviceWide == Auto, ChunkSchedule::Dynamic == "
-           "Static, bitwise; paths", [] {
+           "Static, RunLaunch::Separate == Interleaved, bitwise; paths", [] {
     // small_rows: 1..3 rows per table, so runs get long
     BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, true, DimRule::Any);
     BackwardRunOptions o;
     o.strategy = gen_strategy();
     o.strategy.deterministic = true;
     o.want_psw = !c.forward.per_sample_weights.empty();
-    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
+    const std::int32_t every = *rc::gen::element<std::int32_t>(1, 2, 3, 64);
+    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << " interleave_chunk_every "
+             << every << "\n";
     BackwardFailureRecorder rec("backward-chunk-order", c, o.strategy);
     rec.run([&] {
-      BackwardRunOptions one = o, wide = o, stride = o;
+      BackwardRunOptions one = o, wide = o, stride = o, inter = o;
       one.chunk_order = ChunkOrder::OneCta;
       wide.chunk_order = ChunkOrder::DeviceWide;
       stride.chunk_schedule = ChunkSchedule::Static;
+      inter.short_runs = cuda::BackwardTuning::ShortRuns::Staged;
+      inter.run_launch = cuda::BackwardTuning::RunLaunch::Interleaved;
+      inter.interleave_chunk_every = every;
       const BackwardOutcome auto_run = run_backward_gpu(c, o);
       const BackwardOutcome a = run_backward_gpu(c, one);
       const BackwardOutcome b = run_backward_gpu(c, wide);
       const BackwardOutcome s = run_backward_gpu(c, stride);
+      const BackwardOutcome il = run_backward_gpu(c, inter);
       rec.record(a, "cuda BackwardOp, ChunkOrder::OneCta");
-      for (const BackwardOutcome* x : {&auto_run, &a, &b, &s}) RC_ASSERT(x->kind == BackwardOutcome::Kind::Ok);
+      for (const BackwardOutcome* x : {&auto_run, &a, &b, &s, &il}) RC_ASSERT(x->kind == BackwardOutcome::Kind::Ok);
       verify_judged(c, a);
       const bool chunks = a.stats.counters.chunks > 0;
       RC_ASSERT(has_path(a.stats, "bwd.chunk_order.one-cta") == chunks);
@@ -213,8 +220,16 @@ TEST_CASE("one-CTA and device-wide chunk orders, dynamic and static chunk schedu
       RC_ASSERT(has_path(auto_run.stats, "bwd.chunk_schedule.dynamic") == chunks);  // the default
       RC_ASSERT(has_path(s.stats, "bwd.chunk_schedule.static") == chunks);
       RC_ASSERT(!has_path(s.stats, "bwd.chunk_schedule.dynamic"));
+      const bool ran = a.stats.counters.short_runs > 0 || chunks;
+      const bool one_launch = ran && has_path(il.stats, "bwd.group.warp");  // the staged instance
+      RC_ASSERT(has_path(il.stats, "bwd.runs.interleaved") == one_launch);
+      RC_ASSERT(has_path(il.stats, "bwd.runs.separate") == (ran && !one_launch));
+      RC_ASSERT(has_path(s.stats, "bwd.runs.separate") == ran);  // Auto with the Static schedule
+      for (const BackwardOutcome* x : {&auto_run, &a, &b})  // Auto: one launch or two, if any ran
+        RC_ASSERT(has_path(x->stats, "bwd.runs.interleaved") + has_path(x->stats, "bwd.runs.separate") == int(ran));
       RC_CLASSIFY(chunks, "long runs");
-      for (const BackwardOutcome* x : {&b, &auto_run, &s}) {
+      RC_CLASSIFY(one_launch, "interleaved");
+      for (const BackwardOutcome* x : {&b, &auto_run, &s, &il}) {
         RC_ASSERT(a.weights == x->weights);
         RC_ASSERT(a.momentum == x->momentum);
         RC_ASSERT(a.psw_grad.size() == x->psw_grad.size());

@@ -151,6 +151,9 @@ class RoutingStandIn : public Backend {
       // the default chunk schedule (cuda::BackwardTuning::ChunkSchedule::Dynamic)
       st.paths.push_back("bwd.chunk_schedule.dynamic");
     }
+    // cuda::BackwardTuning::RunLaunch::Auto: one launch where the staged short-run instance runs
+    if (st.counters.short_runs + st.counters.chunked_runs + st.counters.fused_runs > 0)
+      st.paths.push_back(short_staged ? "bwd.runs.interleaved" : "bwd.runs.separate");
     if (!s.deterministic && st.counters.chunks) st.paths.push_back("bwd.nondeterministic");
     if (out.per_sample_weight_grad) st.paths.push_back("bwd.psw_grad");
     const auto& dims = p.forward.tables.dims;

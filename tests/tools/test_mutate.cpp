@@ -248,13 +248,13 @@ TEST_CASE("mutate: the kill table counts kills and names survivors", "[mutate]")
   a.verify.outcome = Outcome::Killed;
   a.verify.failure = Failure{"gpu oracle", "forward: x", "DIR", "tbe-verify replay DIR"};
   b.fault = "bwd_fused_fence_missing";
-  b.where = "kernels/backward_long.cu: long_chunks_group_per_chunk";
+  b.where = "kernels/backward_run_work.cuh: long_chunk";
   b.verify.outcome = Outcome::Budget;
   std::ostringstream os;
   print_kill_table(os, base, {a, b}, false);
   const std::string t = os.str();
   CHECK(t.find("killed 1 of 2 faults (main job alone: 1)") != std::string::npos);
-  CHECK(t.find("not killed:\n  bwd_fused_fence_missing (kernels/backward_long.cu") != std::string::npos);
+  CHECK(t.find("not killed:\n  bwd_fused_fence_missing (kernels/backward_run_work.cuh") != std::string::npos);
   CHECK(t.find("case DIR  replay: tbe-verify replay DIR") != std::string::npos);
   const nlohmann::json j = kill_table_json(base, {a, b});
   CHECK(j["faults"][0]["killed"] == true);

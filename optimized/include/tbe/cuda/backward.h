@@ -168,6 +168,35 @@ struct BackwardTuning {
     Static,
   };
   ChunkSchedule chunk_schedule = ChunkSchedule::Dynamic;
+  /// Whether the short runs and the long-run chunks take two launches or one (docs/backward.md
+  /// "Work routing"; paths "bwd.runs.separate" / "bwd.runs.interleaved" when a run kernel ran).
+  /// Every value gives the same bits (deterministic mode): a short run's or a chunk's result does
+  /// not depend on the launch or the group that computed it.
+  enum class RunLaunch : std::uint8_t {
+    /// Interleaved where it can run (the staged short-run instance: warp groups, ShortRuns) and
+    /// the chunks come from the device counter (ChunkSchedule::Dynamic), else Separate. On
+    /// seed-large (H100, session 23, bench/results/README.md) one launch took 9.37 / 9.60 /
+    /// 8.80 ms against 10.68 / 10.93 / 10.12 for two (FP32 SGD / FP32 Adagrad / FP16 Adagrad,
+    /// hoisted); prod-mixed and fbgemm-bench-default run the register instance, hence Separate.
+    Auto,
+    /// the short-run kernel, then the chunk kernel (ChunkSchedule)
+    Separate,
+    /// one persistent launch (kernels/backward_interleaved.cu): every interleave_chunk_every-th
+    /// warp starts on the chunks (a device counter, as ChunkSchedule::Dynamic), the others on
+    /// the short runs (batches of tuning::RunKernels::kShortRunsPerGrab consecutive runs from a
+    /// second counter); a warp whose pool is empty moves to the other one, so no SM idles
+    /// between the two kinds of work. Taken where the staged short-run instance runs, else
+    /// Separate. With ChunkSchedule::Static it is an InvalidArgument naming "tuning.run_launch".
+    Interleaved,
+  };
+  RunLaunch run_launch = RunLaunch::Auto;
+  /// The one launch: every this-many-th warp of the grid starts on the chunks, the others on the
+  /// short runs. 1 (the default): every warp starts on the chunks, so the chunks in flight stay
+  /// consecutive in their order (their L2 reuse) and the short runs follow without a tail in
+  /// between; measured against 2 and 64 (session 23): 1 fastest for FP32 weights (up to 1.7%),
+  /// 2 for FP16 (1.3%). 1..64, else an InvalidArgument naming "tuning.interleave_chunk_every"
+  /// (checked whatever the launch).
+  std::int32_t interleave_chunk_every = 1;
 };
 
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
@@ -184,8 +213,8 @@ struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backw
 /// may alias the input weights), momentum FP32 [K] (only touched rows; may alias), per-sample-
 /// weight gradients FP32 [N] (weighted problems; positions outside every bag get 0).
 /// Launch order inside run(): bounds check, preprocessing (skipped when hoisted), routing, the
-/// per-sample-weight gradient (reads the weights before any update), short runs, long-run chunks,
-/// long-run apply, the small-table histogram kernels; without the sort (BackwardTuning::Sort),
+/// per-sample-weight gradient (reads the weights before any update), short runs, long-run chunks
+/// (or both in one launch: BackwardTuning::RunLaunch), long-run apply, the small-table histogram kernels; without the sort (BackwardTuning::Sort),
 /// the bounds check and the small-table kernels alone. All device buffers must stay alive and
 /// unchanged until finish() returns.
 class BackwardOp {
@@ -241,6 +270,8 @@ class BackwardOp {
   /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", "bwd.short.staged"/
   /// "bwd.short.registers" (the short-run kernel instance, BackwardTuning::ShortRuns),
   /// "bwd.chunk_order.one-cta"/"bwd.chunk_order.device-wide" (BackwardTuning::ChunkOrder),
+  /// "bwd.chunk_schedule.dynamic"/".static" (BackwardTuning::ChunkSchedule),
+  /// "bwd.runs.separate"/"bwd.runs.interleaved" (BackwardTuning::RunLaunch),
   /// "bwd.gather.staged"/"bwd.gather.registers" (how the run kernels gathered grad_output rows),
   /// the small-table paths "bwd.small_table", "bwd.small_table.split_k.warp"/".block",
   /// "bwd.small_table.saved_counts", "bwd.small_table.exact", and "bwd.small_table.no_sort"
@@ -254,7 +285,8 @@ class BackwardOp {
   /// events[1..6] after the preprocessing (bounds check + transpose; nothing when hoisted), the
   /// routing, the per-sample-weight gradient, the short runs, the long-run chunks, and the
   /// long-run apply plus the small-table kernels. Without the sort events 2..5 are recorded back
-  /// to back (zero). `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
+  /// to back (zero); under BackwardTuning::RunLaunch::Interleaved the one launch of short runs and
+  /// chunks is the short runs' phase and the chunks' phase is zero. `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
   static constexpr int kPhaseEvents = 7;
   void set_phase_events(cudaEvent_t* events);
 

@@ -67,7 +67,8 @@ namespace tbe::cuda {
   X(kBwdSortEndBitMaxTable, "bwd_sort_end_bit_max_table", "src/backward_op.cpp: TransposePlan",    \
     "the radix sort's end bit comes from max E_t instead of K = Σ E_t")                            \
   X(kBwdRleLastRunDropped, "bwd_rle_last_run_dropped",                                             \
-    "kernels/backward_preprocess.cu: route_runs; kernels/backward_short.cu: short_runs_group_per_run", \
+    "kernels/backward_preprocess.cu: route_runs; kernels/backward_short.cu: short_runs_group_per_run; " \
+    "kernels/backward_interleaved.cu: runs_interleaved",                                           \
     "the last run of the RLE is never routed or applied (i < R - 1)")                              \
   X(kBwdSlThresholdOffByOne, "bwd_sl_threshold_off_by_one",                                        \
     "kernels/backward_preprocess.cu: route_runs",                                                  \
@@ -75,18 +76,18 @@ namespace tbe::cuda {
   X(kBwdChunkCountFloor, "bwd_chunk_count_floor", "kernels/backward_preprocess.cu: route_runs",    \
     "chunks per long run = SL / chunk_size (floor): a partial last chunk is lost")                 \
   X(kBwdChunkEndOffByOne, "bwd_chunk_end_off_by_one",                                              \
-    "kernels/backward_long.cu: long_chunks_group_per_chunk",                                       \
+    "kernels/backward_run_work.cuh: long_chunk",                                       \
     "a chunk ends at begin + chunk_size - 1: the last lookup of every full chunk is lost")          \
-  X(kBwdChunkPartialLost, "bwd_chunk_partial_lost", "kernels/backward_long.cu: reduce_partials",   \
+  X(kBwdChunkPartialLost, "bwd_chunk_partial_lost", "kernels/backward_run_work.cuh: reduce_partials",   \
     "the reduction of a long run's partials skips the last chunk (j + 1 < num_chunks)")            \
-  X(kBwdChunkPartialDoubled, "bwd_chunk_partial_doubled", "kernels/backward_long.cu: reduce_partials", \
+  X(kBwdChunkPartialDoubled, "bwd_chunk_partial_doubled", "kernels/backward_run_work.cuh: reduce_partials", \
     "the first chunk's partial is added twice")                                                    \
-  X(kBwdFp16Partials, "bwd_fp16_partials", "kernels/backward_long.cu: long_chunks_group_per_chunk", \
+  X(kBwdFp16Partials, "bwd_fp16_partials", "kernels/backward_run_work.cuh: long_chunk", \
     "chunk partials are stored through FP16 although the policy accumulates in FP32/FP64")          \
   X(kBwdFusedFenceMissing, "bwd_fused_fence_missing",                                              \
-    "kernels/backward_long.cu: long_chunks_group_per_chunk",                                       \
+    "kernels/backward_run_work.cuh: long_chunk",                                       \
     "fused long runs: no device-scope fence between a chunk's partial and its arrival count")      \
-  X(kBwdFusedArrivalCount, "bwd_fused_arrival_count", "kernels/backward_long.cu: long_chunks_group_per_chunk", \
+  X(kBwdFusedArrivalCount, "bwd_fused_arrival_count", "kernels/backward_run_work.cuh: long_chunk", \
     "fused long runs: the last arrival is tested with the pre-increment count (prev != num_chunks)") \
   X(kBwdAtomicAccumulatorNotZeroed, "bwd_atomic_accumulator_not_zeroed",                           \
     "kernels/backward_preprocess.cu: expand_long_runs",                                            \

@@ -1,0 +1,87 @@
+// Short runs and long-run chunks in one persistent launch (BackwardTuning::RunLaunch::Interleaved,
+// docs/backward.md "Work routing"): two pools of work items with a device cursor each, the chunk
+// order (counters->chunk_cursor, one chunk per take) and the runs (counters->run_cursor, batches of
+// tuning::RunKernels::kShortRunsPerGrab runs). Every interleave_chunk_every-th warp of the grid
+// starts on the chunks, the others on the short runs; a group whose pool is empty moves to the
+// other one. So the chunks, whose gather mostly hits L2 (consecutive chunks of the position order
+// read nearby grad_output rows), run beside the short runs, whose gather streams from DRAM, and no
+// SM idles between two launches' tails. The items are kernels/backward_run_work.cuh's: the same
+// bits as the two separate launches. Warp groups with the staged gather only (the host takes this
+// launch where the staged short-run instance would run: its ring serves both items).
+#include "kernels/backward_run_work.cuh"
+#include "tbe/cuda/check.h"
+
+namespace tbe::cuda::detail {
+namespace {
+
+constexpr int kStage = tuning::RunKernels::kShortStageRows;
+static_assert(kStage > 0 && kStage == tuning::RunKernels::kLongStageRows,
+              "one ring for both work items: the staged short-run and chunk rings must match");
+
+/// The short runs in batches of kShortRunsPerGrab consecutive runs from counters->run_cursor; the
+/// next batch is taken one batch ahead (its atomic in flight while this batch runs), and inside a
+/// batch the next run's length, key and offset are loaded while this one runs.
+template <class W, class Acc, class Out>
+__device__ __forceinline__ void short_runs_dynamic(const RunArgs& a, const RunGroup<false>& g,
+                                                   std::int64_t R) {
+  constexpr unsigned kGrab = tuning::RunKernels::kShortRunsPerGrab;
+  unsigned int* const cursor = &a.counters->run_cursor;
+  std::int64_t base = take(g, cursor, kGrab);
+  while (base < R) {
+    const std::int64_t next = take(g, cursor, kGrab);
+    const std::int64_t stop = min(base + static_cast<std::int64_t>(kGrab), R);
+    std::int32_t sl = a.run_lengths[base];
+    std::int64_t key = run_key(a, base);
+    std::uint32_t begin = a.run_offsets[base];
+    for (std::int64_t r = base; r < stop; ++r) {
+      std::int32_t sl_n = 0;
+      std::int64_t key_n = 0;
+      std::uint32_t begin_n = 0;
+      if (r + 1 < stop) {
+        sl_n = a.run_lengths[r + 1];
+        key_n = run_key(a, r + 1);
+        begin_n = a.run_offsets[r + 1];
+      }
+      short_run<W, Acc, Out, false, kStage>(a, g, sl, key, begin);
+      sl = sl_n;
+      key = key_n;
+      begin = begin_n;
+    }
+    base = next;
+  }
+}
+
+template <class W, class Acc, class Out>
+__global__ void __launch_bounds__(kRunBlock, tuning::RunKernels::kShortMinBlocksPerSmStaged)
+runs_interleaved(const RunArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const RunGroup<false> g = RunGroup<false>::make(a.group_size);
+  const std::int64_t R = TBE_MUTANT_SWAP(a, kBwdRleLastRunDropped, *a.num_runs - 1, *a.num_runs);
+  const std::int64_t num_chunks = a.counters->num_chunks;
+  // by warp, so that the groups of one warp (G < 32) take the same pool
+  const std::int64_t warp = static_cast<std::int64_t>(blockIdx.x) * (kRunBlock / 32) + (threadIdx.x >> 5);
+  const bool chunks_first = warp % a.interleave_chunk_every == 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    if ((pass == 0) == chunks_first) {
+      for (std::int64_t idx = take(g, &a.counters->chunk_cursor, 1u); idx < num_chunks;
+           idx = take(g, &a.counters->chunk_cursor, 1u))
+        long_chunk<W, Acc, Out, false>(a, g, idx);
+    } else {
+      short_runs_dynamic<W, Acc, Out>(a, g, R);
+    }
+  }
+}
+
+}  // namespace
+
+template <DType kW, DType kAcc, DType kOut, bool kBlock>
+void launch_runs_interleaved_t(const RunArgs& a, cudaStream_t stream) {
+  static_assert(!kBlock, "warp groups only (TBE_BWD_INSTANTIATE_WARP)");
+  using Out = storage_t<kOut>;
+  launch_persistent<runs_interleaved<storage_t<kW>, storage_t<kAcc>, Out>, false,
+                    kRunStageBytes<Out, false, kStage>>(a, stream);
+}
+
+TBE_BWD_INSTANTIATE_WARP(launch_runs_interleaved_t)
+
+}  // namespace tbe::cuda::detail
