@@ -97,7 +97,7 @@ int backward_main(const BackwardArgs& args) {
   constexpr auto kAutoOrder = cuda::BackwardTuning::ChunkOrder::Auto;
   constexpr auto kStatic = cuda::BackwardTuning::ChunkSchedule::Static;
   constexpr auto kDynamic = cuda::BackwardTuning::ChunkSchedule::Dynamic;
-  constexpr auto kTwoLaunches = cuda::BackwardTuning::RunLaunch::Separate;
+  constexpr auto kSeparate = cuda::BackwardTuning::RunLaunch::Separate;
   const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.sgd", DType::F32, OptimizerKind::ExactSgd, false},
       {"fp32.sgd.hoisted", DType::F32, OptimizerKind::ExactSgd, true},
@@ -117,12 +117,12 @@ int backward_main(const BackwardArgs& args) {
       {"fp32.sgd.hoisted.chunk-static", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kAutoOrder, kStatic},
       {"fp32.adagrad.hoisted.chunk-static", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kStatic},
       {"fp16.adagrad.hoisted.chunk-static", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kStatic},
-      {"fp32.sgd.separate", DType::F32, OptimizerKind::ExactSgd, false, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
-      {"fp32.sgd.hoisted.separate", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
-      {"fp32.adagrad.separate", DType::F32, OptimizerKind::ExactRowwiseAdagrad, false, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
-      {"fp32.adagrad.hoisted.separate", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
-      {"fp16.adagrad.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, false, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
-      {"fp16.adagrad.hoisted.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kTwoLaunches},
+      {"fp32.sgd.separate", DType::F32, OptimizerKind::ExactSgd, false, kAutoShort, kAutoOrder, kDynamic, kSeparate},
+      {"fp32.sgd.hoisted.separate", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kAutoOrder, kDynamic, kSeparate},
+      {"fp32.adagrad.separate", DType::F32, OptimizerKind::ExactRowwiseAdagrad, false, kAutoShort, kAutoOrder, kDynamic, kSeparate},
+      {"fp32.adagrad.hoisted.separate", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kSeparate},
+      {"fp16.adagrad.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, false, kAutoShort, kAutoOrder, kDynamic, kSeparate},
+      {"fp16.adagrad.hoisted.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kSeparate},
   }, args.only, "backward");
   if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
@@ -161,9 +161,15 @@ int backward_main(const BackwardArgs& args) {
                 args.npy_dir.c_str());
   }
 
+  // stream: forward and backward; stream2: the hoisted TransposeOp beside the forward (--priority
+  // gives one of them the device's greatest priority)
+  int least = 0, greatest = 0;
+  check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "priority range");
   cudaStream_t stream, stream2;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  check(cudaStreamCreateWithFlags(&stream2, cudaStreamNonBlocking), "stream");
+  check(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
+                                     args.priority == "forward" ? greatest : least), "stream");
+  check(cudaStreamCreateWithPriority(&stream2, cudaStreamNonBlocking,
+                                     args.priority == "transpose" ? greatest : least), "stream");
   const double copy_gbps = copy_bandwidth_gbps(stream);
   std::printf("device copy bandwidth: %.0f GB/s (read + written)\n", copy_gbps);
   const std::size_t flush_bytes = 256ull << 20;
@@ -310,6 +316,7 @@ int backward_main(const BackwardArgs& args) {
                        {"long_run_threshold", strategy.long_run_threshold},
                        {"chunk_size", strategy.chunk_size},
                        {"interleave_chunk_every", knobs.interleave_chunk_every},
+                       {"stream_priority", args.priority},
                        {"bounds_check", to_string(args.bounds)},
                        {"backward_median_ms", tb.median_ms}, {"backward_min_ms", tb.min_ms},
                        {"backward_max_ms", tb.max_ms}, {"phases_median_ms", phases},

@@ -89,6 +89,12 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
                   "time only these variants (comma-separated names as printed, e.g. "
                   "fp32.sgd.hoisted; for a profiler run)")
       ->type_name("NAMES");
+  sub->add_option("--priority", a.priority,
+                  "hoisted forward + backward: the stream created with the device's greatest "
+                  "priority, so that its blocks are scheduled first (same: neither, the default; "
+                  "transpose: the TransposeOp's; forward: the forward's and the backward's)")
+      ->check(CLI::IsMember({"same", "transpose", "forward"}))
+      ->type_name("STREAM");
   cli::add_decimal(*sub, "--interleave-chunk-every", "N", a.interleave_chunk_every, std::int32_t{1},
                    std::int32_t{64},
                    "cuda::BackwardTuning::interleave_chunk_every of every variant whose short "

@@ -50,6 +50,9 @@ struct BackwardArgs {
   /// --interleave-chunk-every N: cuda::BackwardTuning::interleave_chunk_every of every variant
   /// (used where short runs and chunks take one launch; 0: the tuning's default)
   std::int32_t interleave_chunk_every = 0;
+  /// --priority same|transpose|forward: which stream of the hoisted forward + backward timing
+  /// (the TransposeOp beside the forward) is created with the device's greatest priority
+  std::string priority = "same";
 };
 
 /// `tbe-bench ikbo-lce` (bench/ikbo_lce_bench.cu).

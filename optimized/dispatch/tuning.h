@@ -235,12 +235,16 @@ struct RunKernels {
   /// launches (seed-large 13.36 / 13.80 / 12.25, prod-mixed 3.82 / 4.64 / 4.12), and a one-body
   /// register gather (fewer spills; fbgemm-bench-default FP32 SGD 0.265).
   static constexpr double kShortStagedMinLookupsPerRow = 4.0;
-  /// BackwardTuning::RunLaunch::Interleaved (kernels/backward_interleaved.cu): short runs a group
-  /// takes per atomicAdd on the run cursor (consecutive runs: their lengths, keys and offsets
-  /// share cache lines).
-  static constexpr int kShortRunsPerGrab = 16;
   /// Same for the long-run chunk and apply kernels: they measured slower at 4 and keep 3.
   static constexpr int kLongMinBlocksPerSm = 3;
+  /// BackwardTuning::RunLaunch's one launch (kernels/backward_interleaved.cu): short runs a group
+  /// takes per atomicAdd on the run cursor (consecutive runs: their lengths, keys and offsets
+  /// share cache lines; not swept). The launch exists where one ring serves both work items
+  /// (kOneLaunchRing: the same staged depth for short runs and chunks; a sweep build with other
+  /// depths keeps two launches).
+  static constexpr int kShortRunsPerGrab = 16;
+  static_assert(kShortRunsPerGrab >= 1, "a group takes at least one run per take");
+  static constexpr bool kOneLaunchRing = kShortStageRows > 0 && kShortStageRows == kLongStageRows;
   /// Same for block groups (kMaxBlockGroup threads, all kernels).
   static constexpr int kBlockGroupMinBlocksPerSm = 1;
 

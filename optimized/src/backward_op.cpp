@@ -297,6 +297,25 @@ SortedLookups TransposeOp::sorted() const {
 // ============================================================================================
 // BackwardPlan
 // ============================================================================================
+/// The knobs of BackwardTuning::RunLaunch: InvalidArgument naming the field for a value out of
+/// range or a launch the other knobs exclude.
+void check_run_launch(const BackwardTuning& knobs) {
+  using RunLaunch = BackwardTuning::RunLaunch;
+  if (knobs.interleave_chunk_every < 1 || knobs.interleave_chunk_every > 64)
+    throw InvalidArgument("tuning.interleave_chunk_every",
+                          "tuning.interleave_chunk_every: " + std::to_string(knobs.interleave_chunk_every) +
+                              " is outside [1, 64]");
+  if (knobs.run_launch != RunLaunch::Interleaved) return;
+  if (knobs.chunk_schedule == BackwardTuning::ChunkSchedule::Static)
+    throw InvalidArgument("tuning.run_launch",
+                          "tuning.run_launch: Interleaved takes the chunks from a device counter, "
+                          "which tuning.chunk_schedule = Static excludes");
+  if (knobs.short_runs == BackwardTuning::ShortRuns::Registers)
+    throw InvalidArgument("tuning.run_launch",
+                          "tuning.run_launch: Interleaved runs the staged short-run instance, "
+                          "which tuning.short_runs = Registers excludes");
+}
+
 struct BackwardPlan {
   TransposePlan transpose;
   detail::RunTypes types{};
@@ -351,6 +370,7 @@ struct BackwardPlan {
   explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s,
                         const BackwardTuning& knobs)
       : transpose(p.forward) {
+    check_run_launch(knobs);  // before anything is allocated
     const SmallTableTuning& small = knobs.small_table;
     problem = p;
     strategy = s;
@@ -490,19 +510,12 @@ struct BackwardPlan {
          lookups_per_row >= tuning::RunKernels::kShortStagedMinLookupsPerRow);
     a.short_staged = staged_short && !types.block_group && tuning::RunKernels::kShortStageRows > 0;
     a.dynamic_chunks = knobs.chunk_schedule == BackwardTuning::ChunkSchedule::Dynamic;
-    // one launch for short runs and chunks (BackwardTuning::RunLaunch): where the staged
-    // short-run instance runs (its ring serves both work items)
+    // one launch for short runs and chunks (BackwardTuning::RunLaunch; knobs checked above):
+    // where the staged short-run instance runs (its ring serves both work items)
     using RunLaunch = BackwardTuning::RunLaunch;
-    if (knobs.interleave_chunk_every < 1 || knobs.interleave_chunk_every > 64)
-      throw InvalidArgument("tuning.interleave_chunk_every",
-                            "tuning.interleave_chunk_every: " + std::to_string(knobs.interleave_chunk_every) +
-                                " is outside [1, 64]");
-    if (knobs.run_launch == RunLaunch::Interleaved && !a.dynamic_chunks)
-      throw InvalidArgument("tuning.run_launch",
-                            "tuning.run_launch: Interleaved takes the chunks from a device counter, "
-                            "which tuning.chunk_schedule = Static excludes");
-    interleaved = a.short_staged && (knobs.run_launch == RunLaunch::Interleaved ||
-                                     (knobs.run_launch == RunLaunch::Auto && a.dynamic_chunks));
+    interleaved = tuning::RunKernels::kOneLaunchRing && a.short_staged &&
+                  (knobs.run_launch == RunLaunch::Interleaved ||
+                   (knobs.run_launch == RunLaunch::Auto && a.dynamic_chunks));
     a.interleave_chunk_every = knobs.interleave_chunk_every;
 
     // --- workspace (backward part): counters | long runs | chunk->run | counters | partials ---

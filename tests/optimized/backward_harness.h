@@ -57,8 +57,8 @@ struct BackwardRunOptions {
   cuda::BackwardTuning::ChunkSchedule chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Dynamic;
   /// Short runs and chunks in two launches or one (cuda::BackwardTuning::RunLaunch), and the
   /// share of warps that start on the chunks in one.
-  cuda::BackwardTuning::RunLaunch run_launch = cuda::BackwardTuning::RunLaunch::Separate;
-  std::int32_t interleave_chunk_every = 2;
+  cuda::BackwardTuning::RunLaunch run_launch = cuda::BackwardTuning::RunLaunch::Auto;
+  std::int32_t interleave_chunk_every = 1;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

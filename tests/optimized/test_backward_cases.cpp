@@ -212,7 +212,7 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
   }
   SECTION("Auto takes one launch with the staged instance and the chunk cursor, else two") {
     BackwardCase c = one_table_case(DType::F32, E, 128, idx, 9, OptimizerKind::ExactSgd, 8);
-    BackwardRunOptions o;  // Auto everywhere: N / K = 6.7 lookups per row takes the staged instance
+    BackwardRunOptions o;  // Auto everywhere: N / K = 6.37 lookups per row takes the staged instance
     const BackwardOutcome one = run_backward_gpu(c, o);
     REQUIRE(one.kind == BackwardOutcome::Kind::Ok);
     CHECK(has(one, "bwd.short.staged"));
@@ -230,7 +230,7 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
     CHECK(has(reg, "bwd.runs.separate"));
     CHECK(reg.weights == one.weights);
   }
-  SECTION("the register short-run instance and block groups keep two launches") {
+  SECTION("where the register short-run instance runs (block groups, ShortRuns::Auto) two launches run") {
     BackwardCase c = one_table_case(DType::F32, E, 1000, idx, 9, OptimizerKind::ExactSgd, 5);
     BackwardRunOptions o;
     o.run_launch = RunLaunch::Interleaved;
@@ -239,12 +239,13 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
     CHECK(has(block, "bwd.group.block"));
     CHECK(has(block, "bwd.runs.separate"));
     check_judged(c, block);
-    BackwardCase r = one_table_case(DType::F32, E, 128, idx, 9, OptimizerKind::ExactSgd, 6);
-    o.short_runs = cuda::BackwardTuning::ShortRuns::Registers;
+    // E = 40000 rows for the same lookups: N / K = 0.64 < 4, so ShortRuns::Auto takes registers
+    BackwardCase r = one_table_case(DType::F32, 10 * E, 128, idx, 9, OptimizerKind::ExactSgd, 6);
     const BackwardOutcome reg = run_backward_gpu(r, o);
     REQUIRE(reg.kind == BackwardOutcome::Kind::Ok);
     CHECK(has(reg, "bwd.short.registers"));
     CHECK(has(reg, "bwd.runs.separate"));
+    check_judged(r, reg);
   }
   SECTION("contradictory or out-of-range tuning is named before any launch") {
     BackwardCase c = one_table_case(DType::F32, E, 128, idx, 9, OptimizerKind::ExactSgd, 7);
@@ -255,6 +256,12 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
     CHECK(a.kind == BackwardOutcome::Kind::InvalidArgument);
     CHECK(a.argument == "tuning.run_launch");
     CHECK(a.what.find("chunk_schedule") != std::string::npos);
+    o.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Dynamic;
+    o.short_runs = cuda::BackwardTuning::ShortRuns::Registers;
+    const BackwardOutcome r = run_backward_gpu(c, o);
+    CHECK(r.kind == BackwardOutcome::Kind::InvalidArgument);
+    CHECK(r.argument == "tuning.run_launch");
+    CHECK(r.what.find("short_runs = Registers") != std::string::npos);
     for (std::int32_t every : {0, 65}) {
       BackwardRunOptions e;
       e.interleave_chunk_every = every;  // checked whatever the launch
@@ -263,6 +270,48 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
       CHECK(b.kind == BackwardOutcome::Kind::InvalidArgument);
       CHECK(b.argument == "tuning.interleave_chunk_every");
       CHECK(b.what.find(std::to_string(every) + " is outside [1, 64]") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("interleaved launch: many more runs and chunks than groups, in place, same bits as two "
+          "launches",
+          "[gpu][backward][routing][interleaved][large]") {
+  // 600,000 rows of 2..8 lookups (37,500 batches of 16 runs) and 64 rows of 2,000 lookups (4,032
+  // chunks of 32) at D = 32 (groups of 8 lanes, four per warp): every group takes many items of
+  // both pools, the batch taken ahead included. In place (outputs alias the inputs), so a run or
+  // a chunk applied twice, or one skipped, changes the weights.
+  const std::int64_t E = 600000;
+  Rng rng(7, 2);
+  std::vector<std::int64_t> idx;
+  for (std::int64_t r = 0; r < E; ++r)
+    for (std::int64_t k = 0; k < (r < 64 ? 2000 : 2 + r % 7); ++k) idx.push_back(r);
+  for (std::size_t i = idx.size() - 1; i > 0; --i)  // shuffle
+    std::swap(idx[i], idx[static_cast<std::size_t>(rng.uniform_int(static_cast<std::int64_t>(i) + 1))]);
+  const auto has = [](const BackwardOutcome& g, const char* path) {
+    return std::find(g.stats.paths.begin(), g.stats.paths.end(), path) != g.stats.paths.end();
+  };
+  for (DType w : {DType::F32, DType::F16}) {
+    BackwardCase c = one_table_case(w, E, 32, idx, 20, OptimizerKind::ExactRowwiseAdagrad, 31);
+    BackwardRunOptions o;
+    o.strategy.chunk_size = 32;
+    o.in_place = true;
+    o.run_launch = cuda::BackwardTuning::RunLaunch::Separate;
+    const BackwardOutcome sep = run_backward_gpu(c, o);
+    REQUIRE(sep.kind == BackwardOutcome::Kind::Ok);
+    CHECK(has(sep, "bwd.runs.separate"));
+    CHECK(sep.stats.counters.chunks == 64 * 63);  // ceil(2000 / 32) each
+    for (std::int32_t every : {1, 2}) {
+      INFO("w " << to_string(w) << " every " << every);
+      BackwardRunOptions i = o;
+      i.run_launch = cuda::BackwardTuning::RunLaunch::Auto;
+      i.interleave_chunk_every = every;
+      const BackwardOutcome g = run_backward_gpu(c, i);
+      REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+      CHECK(has(g, "bwd.runs.interleaved"));
+      CHECK(g.weights == sep.weights);
+      CHECK(g.momentum == sep.momentum);
+      if (every == 1) check_judged(c, g);
     }
   }
 }

@@ -99,6 +99,16 @@ TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
   check_usage_error({"backward", "--chunk-size", "8192"}, "--chunk-size: '8192' is out of range");
   check_usage_error({"backward", "--chunk-size", "33"},
                     "--chunk-size: '33' is not a multiple of 32 (chunks are whole warps of lookups)");
+  // --interleave-chunk-every (BackwardTuning::interleave_chunk_every; 0: its default) and
+  // --priority (the hoisted forward + backward's stream priorities)
+  CHECK(d.backward.interleave_chunk_every == 0);
+  CHECK(command({"backward", "--interleave-chunk-every", "3"}).backward.interleave_chunk_every == 3);
+  check_usage_error({"backward", "--interleave-chunk-every", "0"}, "--interleave-chunk-every: '0' is out of range");
+  check_usage_error({"backward", "--interleave-chunk-every", "65"}, "--interleave-chunk-every: '65' is out of range");
+  CHECK(d.backward.priority == "same");
+  CHECK(command({"backward", "--priority", "transpose"}).backward.priority == "transpose");
+  CHECK(command({"backward", "--priority", "forward"}).backward.priority == "forward");
+  check_usage_error({"backward", "--priority", "both"}, "--priority: both not in {same,transpose,forward}");
   CHECK(command({"small-table"}).small_table.only.empty());
   CHECK(command({"small-table", "--only", "E8.L64,small-table"}).small_table.only == "E8.L64,small-table");
 }

@@ -89,9 +89,9 @@ class TransposeOp {
 };
 
 /// Launch choices of the CUDA backward (BackwardOp); the constants behind them live in
-/// optimized/dispatch/tuning.h (RunKernels, SmallTable). short_runs, chunk_order and
-/// chunk_schedule never change a deterministic result (every choice adds the same rows in the
-/// same order: bitwise equal outputs); small_table chooses a
+/// optimized/dispatch/tuning.h (RunKernels, SmallTable). short_runs, chunk_order,
+/// chunk_schedule, run_launch and interleave_chunk_every never change a deterministic result
+/// (every choice adds the same rows in the same order: bitwise equal outputs); small_table chooses a
 /// path whose results lie in the same enclosures (docs/oracle.md "Small-table histogram path").
 struct BackwardTuning {
   /// The small-table histogram path's knobs (docs/small-table.md; default: Mode::Auto with the
@@ -184,18 +184,19 @@ struct BackwardTuning {
     /// one persistent launch (kernels/backward_interleaved.cu): every interleave_chunk_every-th
     /// warp starts on the chunks (a device counter, as ChunkSchedule::Dynamic), the others on
     /// the short runs (batches of tuning::RunKernels::kShortRunsPerGrab consecutive runs from a
-    /// second counter); a warp whose pool is empty moves to the other one, so no SM idles
-    /// between the two kinds of work. Taken where the staged short-run instance runs, else
-    /// Separate. With ChunkSchedule::Static it is an InvalidArgument naming "tuning.run_launch".
+    /// second counter); each group whose pool is empty moves to the other one, so no SM idles
+    /// between the two kinds of work. Taken where the staged short-run instance runs (block
+    /// groups: Separate). With ChunkSchedule::Static or ShortRuns::Registers it is an
+    /// InvalidArgument naming "tuning.run_launch".
     Interleaved,
   };
   RunLaunch run_launch = RunLaunch::Auto;
   /// The one launch: every this-many-th warp of the grid starts on the chunks, the others on the
   /// short runs. 1 (the default): every warp starts on the chunks, so the chunks in flight stay
   /// consecutive in their order (their L2 reuse) and the short runs follow without a tail in
-  /// between; measured against 2 and 64 (session 23): 1 fastest for FP32 weights (up to 1.7%),
-  /// 2 for FP16 (1.3%). 1..64, else an InvalidArgument naming "tuning.interleave_chunk_every"
-  /// (checked whatever the launch).
+  /// between; measured against 2 and 64 (H100, session 23): 1 fastest for FP32 weights (up to
+  /// 2% against 64, 1.8% against 2), 2 for FP16 (1% faster than 1). 1..64, else an
+  /// InvalidArgument naming "tuning.interleave_chunk_every" (checked whatever the launch).
   std::int32_t interleave_chunk_every = 1;
 };
 
@@ -285,8 +286,8 @@ class BackwardOp {
   /// events[1..6] after the preprocessing (bounds check + transpose; nothing when hoisted), the
   /// routing, the per-sample-weight gradient, the short runs, the long-run chunks, and the
   /// long-run apply plus the small-table kernels. Without the sort events 2..5 are recorded back
-  /// to back (zero); under BackwardTuning::RunLaunch::Interleaved the one launch of short runs and
-  /// chunks is the short runs' phase and the chunks' phase is zero. `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
+  /// to back (zero); where short runs and chunks took one launch (path "bwd.runs.interleaved",
+  /// BackwardTuning::RunLaunch) it is the short runs' phase and the chunks' phase is zero. `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
   static constexpr int kPhaseEvents = 7;
   void set_phase_events(cudaEvent_t* events);
 
