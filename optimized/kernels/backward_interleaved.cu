@@ -61,18 +61,14 @@ runs_interleaved(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<false> g = RunGroup<false>::make(a.group_size);
   const std::int64_t R = TBE_MUTANT_SWAP(a, kBwdRleLastRunDropped, *a.num_runs - 1, *a.num_runs);
-  const std::int64_t num_chunks = a.counters->num_chunks;
   // by warp, so that the groups of one warp (G < 32) start on the same pool
   const std::int64_t warp = static_cast<std::int64_t>(blockIdx.x) * (kRunBlock / 32) + (threadIdx.x >> 5);
   const bool chunks_first = warp % a.interleave_chunk_every == 0;
   for (int pass = 0; pass < 2; ++pass) {
-    if ((pass == 0) == chunks_first) {
-      for (std::int64_t idx = take(g, &a.counters->chunk_cursor, 1u); idx < num_chunks;
-           idx = take(g, &a.counters->chunk_cursor, 1u))
-        long_chunk<W, Acc, Out, false>(a, g, idx);
-    } else {
+    if ((pass == 0) == chunks_first)
+      long_chunks_dynamic<W, Acc, Out, false>(a, g);
+    else
       short_runs_dynamic<W, Acc, Out>(a, g, R);
-    }
   }
 }
 

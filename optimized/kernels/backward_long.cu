@@ -26,12 +26,10 @@ __global__ void __launch_bounds__(kBlock ? kMaxBlockGroup : kRunBlock,
 long_chunks_group_per_chunk(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
-  const std::int64_t num_chunks = a.counters->num_chunks;
   if constexpr (kDynamic) {
-    for (std::int64_t idx = take(g, &a.counters->chunk_cursor, 1u); idx < num_chunks;
-         idx = take(g, &a.counters->chunk_cursor, 1u))
-      long_chunk<W, Acc, Out, kBlock>(a, g, idx);
+    long_chunks_dynamic<W, Acc, Out, kBlock>(a, g);
   } else {
+    const std::int64_t num_chunks = a.counters->num_chunks;
     for (std::int64_t idx = g.gid; idx < num_chunks; idx += g.num_groups)
       long_chunk<W, Acc, Out, kBlock>(a, g, idx);
   }

@@ -110,4 +110,14 @@ __device__ __forceinline__ void long_chunk(const RunArgs& a, const RunGroup<kBlo
   if (g.glane == 0) a.run_counters[slot] = 0u;  // ready for the next call
 }
 
+/// Every chunk of the order, taken one at a time from counters->chunk_cursor
+/// (BackwardTuning::ChunkSchedule::Dynamic; also the one launch's chunk pool).
+template <class W, class Acc, class Out, bool kBlock>
+__device__ __forceinline__ void long_chunks_dynamic(const RunArgs& a, const RunGroup<kBlock>& g) {
+  const std::int64_t num_chunks = a.counters->num_chunks;
+  unsigned int* const cursor = &a.counters->chunk_cursor;
+  for (std::int64_t idx = take(g, cursor, 1u); idx < num_chunks; idx = take(g, cursor, 1u))
+    long_chunk<W, Acc, Out, kBlock>(a, g, idx);
+}
+
 }  // namespace tbe::cuda::detail

@@ -1,9 +1,10 @@
 // Short runs (SL < long_run_threshold): one group per run gathers the run's grad_output rows in
 // sorted order, accumulates them in registers (Acc), applies the optimizer and stores the row with
-// plain stores (kernels/backward_run_work.cuh short_run; BackwardTuning::RunLaunch::Interleaved
-// runs the same item from kernels/backward_interleaved.cu instead). Two instances per type (RunArgs::short_staged, chosen by the host per call): the
-// register gather at 4 blocks per SM, and the staged one (runs longer than one register batch staged
-// through per-lane cp.async rings for warp groups: kernels/backward_runs.cuh) at 3. Persistent
+// plain stores (kernels/backward_run_work.cuh short_run; BackwardTuning::RunLaunch's one launch
+// runs the same item from kernels/backward_interleaved.cu instead). Two instances per type
+// (RunArgs::short_staged, chosen by the host per call): the register gather at 4 blocks per SM,
+// and the staged one (runs longer than one register batch staged through per-lane cp.async rings
+// for warp groups: kernels/backward_runs.cuh) at 3. Persistent
 // grid: groups stride over the runs up to the device count R (the launch is sized by the device,
 // not by R, so nothing is read back); long runs and the sentinel run (positions outside every bag)
 // are skipped.

@@ -91,8 +91,9 @@ class TransposeOp {
 /// Launch choices of the CUDA backward (BackwardOp); the constants behind them live in
 /// optimized/dispatch/tuning.h (RunKernels, SmallTable). short_runs, chunk_order,
 /// chunk_schedule, run_launch and interleave_chunk_every never change a deterministic result
-/// (every choice adds the same rows in the same order: bitwise equal outputs); small_table chooses a
-/// path whose results lie in the same enclosures (docs/oracle.md "Small-table histogram path").
+/// (every choice adds the same rows in the same order: bitwise equal outputs); small_table
+/// chooses a path whose results lie in the same enclosures (docs/oracle.md "Small-table histogram
+/// path").
 struct BackwardTuning {
   /// The small-table histogram path's knobs (docs/small-table.md; default: Mode::Auto with the
   /// expected L measured from the device offsets, as ForwardOp).
@@ -215,8 +216,9 @@ struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backw
 /// weight gradients FP32 [N] (weighted problems; positions outside every bag get 0).
 /// Launch order inside run(): bounds check, preprocessing (skipped when hoisted), routing, the
 /// per-sample-weight gradient (reads the weights before any update), short runs, long-run chunks
-/// (or both in one launch: BackwardTuning::RunLaunch), long-run apply, the small-table histogram kernels; without the sort (BackwardTuning::Sort),
-/// the bounds check and the small-table kernels alone. All device buffers must stay alive and
+/// (or both in one launch: BackwardTuning::RunLaunch), long-run apply, the small-table histogram
+/// kernels; without the sort (BackwardTuning::Sort), the bounds check and the small-table kernels
+/// alone. All device buffers must stay alive and
 /// unchanged until finish() returns.
 class BackwardOp {
  public:
@@ -287,7 +289,8 @@ class BackwardOp {
   /// routing, the per-sample-weight gradient, the short runs, the long-run chunks, and the
   /// long-run apply plus the small-table kernels. Without the sort events 2..5 are recorded back
   /// to back (zero); where short runs and chunks took one launch (path "bwd.runs.interleaved",
-  /// BackwardTuning::RunLaunch) it is the short runs' phase and the chunks' phase is zero. `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
+  /// BackwardTuning::RunLaunch) it is the short runs' phase and the chunks' phase is zero.
+  /// `events` must hold kPhaseEvents events and outlive the runs; nullptr unsets.
   static constexpr int kPhaseEvents = 7;
   void set_phase_events(cudaEvent_t* events);
 
