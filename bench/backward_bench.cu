@@ -25,6 +25,7 @@
 // Inputs: the workload's indices/offsets; weights uniform in [-1, 1); grad_output uniform in
 // [-1, 1) from a device hash (seeded); momentum 0. Outputs are separate buffers (the inputs stay
 // the same every iteration).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -315,7 +316,10 @@ int backward_main(const BackwardArgs& args) {
                        {"optimizer", to_string(v.optimizer)}, {"hoisted", v.hoisted},
                        {"long_run_threshold", strategy.long_run_threshold},
                        {"chunk_size", strategy.chunk_size},
-                       {"interleave_chunk_every", knobs.interleave_chunk_every},
+                       // the warp share where short runs and chunks took one launch (else null)
+                       {"interleave_chunk_every",
+                        std::find(st.paths.begin(), st.paths.end(), "bwd.runs.interleaved") != st.paths.end()
+                            ? nlohmann::json(knobs.interleave_chunk_every) : nlohmann::json(nullptr)},
                        {"stream_priority", args.priority},
                        {"bounds_check", to_string(args.bounds)},
                        {"backward_median_ms", tb.median_ms}, {"backward_min_ms", tb.min_ms},
