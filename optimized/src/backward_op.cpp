@@ -297,6 +297,7 @@ SortedLookups TransposeOp::sorted() const {
 // ============================================================================================
 // BackwardPlan
 // ============================================================================================
+namespace {
 /// The knobs of BackwardTuning::RunLaunch: InvalidArgument naming the field for a value out of
 /// range or a launch the other knobs exclude.
 void check_run_launch(const BackwardTuning& knobs) {
@@ -315,6 +316,7 @@ void check_run_launch(const BackwardTuning& knobs) {
                           "tuning.run_launch: Interleaved runs the staged short-run instance, "
                           "which tuning.short_runs = Registers excludes");
 }
+}  // namespace
 
 struct BackwardPlan {
   TransposePlan transpose;

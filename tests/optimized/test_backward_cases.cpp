@@ -65,6 +65,22 @@ std::string paths(const BackwardStats& s) {
   return r;
 }
 
+/// Whether the run reported `path` among its paths.
+bool has_path(const BackwardOutcome& g, const std::string& path) {
+  return std::find(g.stats.paths.begin(), g.stats.paths.end(), path) != g.stats.paths.end();
+}
+
+/// Row r in [0, E) repeated lookups(r) times, then shuffled (Fisher-Yates, draws from `rng`).
+template <class Lookups>
+std::vector<std::int64_t> shuffled_rows(std::int64_t E, Lookups lookups, Rng rng) {
+  std::vector<std::int64_t> idx;
+  for (std::int64_t r = 0; r < E; ++r)
+    for (std::int64_t k = 0; k < lookups(r); ++k) idx.push_back(r);
+  for (std::size_t i = idx.size() - 1; i > 0; --i)
+    std::swap(idx[i], idx[static_cast<std::size_t>(rng.uniform_int(static_cast<std::int64_t>(i) + 1))]);
+  return idx;
+}
+
 }  // namespace
 
 TEST_CASE("backward routes runs by SL and the threshold, counters exact", "[gpu][backward][routing]") {
@@ -111,12 +127,8 @@ TEST_CASE("backward routes runs by SL and the threshold, counters exact", "[gpu]
 
 TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boundaries", "[gpu][backward][routing]") {
   const std::int64_t E = 300;
-  Rng rng(42, 1);
-  std::vector<std::int64_t> idx;
-  for (std::int64_t r = 0; r < E; ++r)
-    for (std::int64_t k = 0; k < 300 + r % 70; ++k) idx.push_back(r);
-  for (std::size_t i = idx.size() - 1; i > 0; --i)  // shuffle
-    std::swap(idx[i], idx[static_cast<std::size_t>(rng.uniform_int(static_cast<std::int64_t>(i) + 1))]);
+  const std::vector<std::int64_t> idx =
+      shuffled_rows(E, [](std::int64_t r) { return 300 + r % 70; }, Rng(42, 1));
   for (DType w : {DType::F32, DType::F16})
     for (std::int32_t D : {33, 128, 1000}) {
       BackwardCase c = one_table_case(w, E, D, idx, 9, OptimizerKind::ExactRowwiseAdagrad, 7 + D);
@@ -145,8 +157,8 @@ TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boun
           s.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Static;
           const BackwardOutcome gs = run_backward_gpu(c, s);
           REQUIRE(gs.kind == BackwardOutcome::Kind::Ok);
-          CHECK(std::find(g.stats.paths.begin(), g.stats.paths.end(), "bwd.chunk_schedule.dynamic") != g.stats.paths.end());
-          CHECK(std::find(gs.stats.paths.begin(), gs.stats.paths.end(), "bwd.chunk_schedule.static") != gs.stats.paths.end());
+          CHECK(has_path(g, "bwd.chunk_schedule.dynamic"));
+          CHECK(has_path(gs, "bwd.chunk_schedule.static"));
           CHECK(gs.weights == g.weights);
           CHECK(gs.momentum == g.momentum);
         }
@@ -162,16 +174,9 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
   // lookups, 3989 short runs of 1..250), shuffled. Each warp share (1: every warp starts on the
   // chunks; 2; 64: nearly all start on the short runs) must give the Separate launches' bits.
   const std::int64_t E = 4000;
-  Rng rng(23, 1);
-  std::vector<std::int64_t> idx;
-  for (std::int64_t r = 0; r < E; ++r)
-    for (std::int64_t k = 0; k < std::max<std::int64_t>(1, 3000 / (r + 1)); ++k) idx.push_back(r);
-  for (std::size_t i = idx.size() - 1; i > 0; --i)  // shuffle
-    std::swap(idx[i], idx[static_cast<std::size_t>(rng.uniform_int(static_cast<std::int64_t>(i) + 1))]);
+  const std::vector<std::int64_t> idx = shuffled_rows(
+      E, [](std::int64_t r) { return std::max<std::int64_t>(1, 3000 / (r + 1)); }, Rng(23, 1));
   using RunLaunch = cuda::BackwardTuning::RunLaunch;
-  const auto has = [](const BackwardOutcome& g, const char* path) {
-    return std::find(g.stats.paths.begin(), g.stats.paths.end(), path) != g.stats.paths.end();
-  };
   SECTION("every warp share, both long-run modes, with and without determinism") {
     for (DType w : {DType::F32, DType::F16})
       for (std::int32_t D : {33, 128}) {  // D = 33: misaligned rows (register gather), 16 lanes
@@ -185,7 +190,7 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
             o.run_launch = RunLaunch::Separate;
             const BackwardOutcome sep = run_backward_gpu(c, o);
             REQUIRE(sep.kind == BackwardOutcome::Kind::Ok);
-            CHECK(has(sep, "bwd.runs.separate"));
+            CHECK(has_path(sep, "bwd.runs.separate"));
             for (std::int32_t every : {1, 2, 64}) {
               INFO("w " << to_string(w) << " D " << D << " det " << det << " every " << every);
               BackwardRunOptions i = o;
@@ -195,8 +200,8 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
               INFO(to_string(g));
               REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
               CHECK(g.sentinels_intact);
-              CHECK(has(g, "bwd.runs.interleaved"));
-              CHECK(!has(g, "bwd.runs.separate"));
+              CHECK(has_path(g, "bwd.runs.interleaved"));
+              CHECK(!has_path(g, "bwd.runs.separate"));
               const BackwardPathCounters& k = g.stats.counters;
               CHECK(k.short_runs == sep.stats.counters.short_runs);
               CHECK(k.short_runs > 3900);
@@ -215,19 +220,19 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
     BackwardRunOptions o;  // Auto everywhere: N / K = 6.37 lookups per row takes the staged instance
     const BackwardOutcome one = run_backward_gpu(c, o);
     REQUIRE(one.kind == BackwardOutcome::Kind::Ok);
-    CHECK(has(one, "bwd.short.staged"));
-    CHECK(has(one, "bwd.runs.interleaved"));
+    CHECK(has_path(one, "bwd.short.staged"));
+    CHECK(has_path(one, "bwd.runs.interleaved"));
     check_judged(c, one);
     o.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Static;
     const BackwardOutcome two = run_backward_gpu(c, o);
     REQUIRE(two.kind == BackwardOutcome::Kind::Ok);
-    CHECK(has(two, "bwd.runs.separate"));
+    CHECK(has_path(two, "bwd.runs.separate"));
     CHECK(two.weights == one.weights);
     o.chunk_schedule = cuda::BackwardTuning::ChunkSchedule::Dynamic;
     o.short_runs = cuda::BackwardTuning::ShortRuns::Registers;
     const BackwardOutcome reg = run_backward_gpu(c, o);
     REQUIRE(reg.kind == BackwardOutcome::Kind::Ok);
-    CHECK(has(reg, "bwd.runs.separate"));
+    CHECK(has_path(reg, "bwd.runs.separate"));
     CHECK(reg.weights == one.weights);
   }
   SECTION("where the register short-run instance runs (block groups, ShortRuns::Auto) two launches run") {
@@ -236,15 +241,15 @@ TEST_CASE("interleaved launch: short runs and long-run chunks in one launch give
     o.run_launch = RunLaunch::Interleaved;
     const BackwardOutcome block = run_backward_gpu(c, o);  // D = 1000: block groups
     REQUIRE(block.kind == BackwardOutcome::Kind::Ok);
-    CHECK(has(block, "bwd.group.block"));
-    CHECK(has(block, "bwd.runs.separate"));
+    CHECK(has_path(block, "bwd.group.block"));
+    CHECK(has_path(block, "bwd.runs.separate"));
     check_judged(c, block);
     // E = 40000 rows for the same lookups: N / K = 0.64 < 4, so ShortRuns::Auto takes registers
     BackwardCase r = one_table_case(DType::F32, 10 * E, 128, idx, 9, OptimizerKind::ExactSgd, 6);
     const BackwardOutcome reg = run_backward_gpu(r, o);
     REQUIRE(reg.kind == BackwardOutcome::Kind::Ok);
-    CHECK(has(reg, "bwd.short.registers"));
-    CHECK(has(reg, "bwd.runs.separate"));
+    CHECK(has_path(reg, "bwd.short.registers"));
+    CHECK(has_path(reg, "bwd.runs.separate"));
     check_judged(r, reg);
   }
   SECTION("contradictory or out-of-range tuning is named before any launch") {
@@ -282,15 +287,8 @@ TEST_CASE("interleaved launch: many more runs and chunks than groups, in place, 
   // both pools, the batch taken ahead included. In place (outputs alias the inputs), so a run or
   // a chunk applied twice, or one skipped, changes the weights.
   const std::int64_t E = 600000;
-  Rng rng(7, 2);
-  std::vector<std::int64_t> idx;
-  for (std::int64_t r = 0; r < E; ++r)
-    for (std::int64_t k = 0; k < (r < 64 ? 2000 : 2 + r % 7); ++k) idx.push_back(r);
-  for (std::size_t i = idx.size() - 1; i > 0; --i)  // shuffle
-    std::swap(idx[i], idx[static_cast<std::size_t>(rng.uniform_int(static_cast<std::int64_t>(i) + 1))]);
-  const auto has = [](const BackwardOutcome& g, const char* path) {
-    return std::find(g.stats.paths.begin(), g.stats.paths.end(), path) != g.stats.paths.end();
-  };
+  const std::vector<std::int64_t> idx = shuffled_rows(
+      E, [](std::int64_t r) { return r < 64 ? std::int64_t{2000} : 2 + r % 7; }, Rng(7, 2));
   for (DType w : {DType::F32, DType::F16}) {
     BackwardCase c = one_table_case(w, E, 32, idx, 20, OptimizerKind::ExactRowwiseAdagrad, 31);
     BackwardRunOptions o;
@@ -299,7 +297,7 @@ TEST_CASE("interleaved launch: many more runs and chunks than groups, in place, 
     o.run_launch = cuda::BackwardTuning::RunLaunch::Separate;
     const BackwardOutcome sep = run_backward_gpu(c, o);
     REQUIRE(sep.kind == BackwardOutcome::Kind::Ok);
-    CHECK(has(sep, "bwd.runs.separate"));
+    CHECK(has_path(sep, "bwd.runs.separate"));
     CHECK(sep.stats.counters.chunks == 64 * 63);  // ceil(2000 / 32) each
     for (std::int32_t every : {1, 2}) {
       INFO("w " << to_string(w) << " every " << every);
@@ -308,7 +306,7 @@ TEST_CASE("interleaved launch: many more runs and chunks than groups, in place, 
       i.interleave_chunk_every = every;
       const BackwardOutcome g = run_backward_gpu(c, i);
       REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
-      CHECK(has(g, "bwd.runs.interleaved"));
+      CHECK(has_path(g, "bwd.runs.interleaved"));
       CHECK(g.weights == sep.weights);
       CHECK(g.momentum == sep.momentum);
       if (every == 1) check_judged(c, g);
@@ -556,9 +554,7 @@ TEST_CASE("the one-CTA chunk order takes calls whose chunk slots fit, and refuse
     test::BackwardRunOptions o;
     const test::BackwardOutcome a = test::run_backward_gpu(c, o);
     REQUIRE(a.kind == test::BackwardOutcome::Kind::Ok);
-    const auto& paths = a.stats.paths;
-    CHECK(std::find(paths.begin(), paths.end(),
-                    fits ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide") != paths.end());
+    CHECK(has_path(a, fits ? "bwd.chunk_order.one-cta" : "bwd.chunk_order.device-wide"));
     o.chunk_order = ChunkOrder::OneCta;
     const test::BackwardOutcome b = test::run_backward_gpu(c, o);
     if (fits) {
