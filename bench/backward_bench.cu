@@ -217,11 +217,14 @@ int backward_main(const BackwardArgs& args) {
     knobs.chunk_schedule = v.chunk_schedule;
     knobs.run_launch = v.run_launch;
     if (args.interleave_chunk_every > 0) knobs.interleave_chunk_every = args.interleave_chunk_every;
+    knobs.transpose.keys = args.transpose_keys == "row-bits"     ? cuda::TransposeTuning::Keys::RowBits
+                           : args.transpose_keys == "linear-ids" ? cuda::TransposeTuning::Keys::LinearIds
+                                                                 : cuda::TransposeTuning::Keys::Auto;
     BackwardStrategy strategy;
     if (args.long_threshold > 0) strategy.long_run_threshold = args.long_threshold;
     if (args.chunk_size > 0) strategy.chunk_size = args.chunk_size;
     cuda::BackwardOp op(bp, strategy, knobs);
-    cuda::TransposeOp tr(fp);
+    cuda::TransposeOp tr(fp, knobs.transpose);
     cuda::ForwardOp fwd(fp);
     DeviceBuffer bws(op.workspace_bytes(v.hoisted)), tws(v.hoisted ? tr.workspace_bytes() : 0),
         fws(fwd.workspace_bytes());
@@ -321,6 +324,7 @@ int backward_main(const BackwardArgs& args) {
                         std::find(st.paths.begin(), st.paths.end(), "bwd.runs.interleaved") != st.paths.end()
                             ? nlohmann::json(knobs.interleave_chunk_every) : nlohmann::json(nullptr)},
                        {"stream_priority", args.priority},
+                       {"transpose_keys", args.transpose_keys},
                        {"bounds_check", to_string(args.bounds)},
                        {"backward_median_ms", tb.median_ms}, {"backward_min_ms", tb.min_ms},
                        {"backward_max_ms", tb.max_ms}, {"phases_median_ms", phases},

@@ -95,6 +95,12 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
                   "transpose: the TransposeOp's; forward: the forward's and the backward's)")
       ->check(CLI::IsMember({"same", "transpose", "forward"}))
       ->type_name("STREAM");
+  sub->add_option("--transpose-keys", a.transpose_keys,
+                  "cuda::TransposeTuning::keys of every variant's transpose, inline and hoisted "
+                  "(auto: row bits where valid and fewer sort passes, the default; linear-ids; "
+                  "row-bits)")
+      ->check(CLI::IsMember({"auto", "linear-ids", "row-bits"}))
+      ->type_name("KEYS");
   cli::add_decimal(*sub, "--interleave-chunk-every", "N", a.interleave_chunk_every, std::int32_t{1},
                    std::int32_t{64},
                    "cuda::BackwardTuning::interleave_chunk_every of every variant whose short "

@@ -53,6 +53,9 @@ struct BackwardArgs {
   /// --priority same|transpose|forward: which stream of the hoisted forward + backward timing
   /// (the TransposeOp beside the forward) is created with the device's greatest priority
   std::string priority = "same";
+  /// --transpose-keys auto|linear-ids|row-bits: cuda::TransposeTuning::keys of every variant's
+  /// transpose (inline and hoisted)
+  std::string transpose_keys = "auto";
 };
 
 /// `tbe-bench ikbo-lce` (bench/ikbo_lce_bench.cu).

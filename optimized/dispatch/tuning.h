@@ -180,6 +180,15 @@ struct Preprocess {
   static constexpr int kChunkOrderItems = 9;
   static constexpr std::int64_t kChunkOrderOneCtaSlots =
       static_cast<std::int64_t>(kChunkOrderThreads) * kChunkOrderItems;
+  /// The wide digit of the transpose's sort (kernels/backward_preprocess.cu): CUB's onesweep with
+  /// 9-bit digits sorts 17 or 18 key bits in two passes where CUB's 8-bit tuning takes three
+  /// (RowBits keys of seed-large: 17 bits). Wider digits do not fit: the ranking keeps
+  /// 2^bits counters per warp in shared memory (12 warps · 512 · 4 B = 24 KiB at 9 bits).
+  static constexpr int kWideDigitBits = 9;
+  /// Threads and keys per thread of that onesweep pass (CUB's SM90 tuning of 32-bit keys with
+  /// 32-bit values and offsets).
+  static constexpr int kWideDigitThreads = 384;
+  static constexpr int kWideDigitItems = 23;
 };
 
 /// Run kernels: short runs (kernels/backward_short.cu), long-run chunks and apply

@@ -71,12 +71,16 @@ struct LinearizeArgs {
   const void* offsets = nullptr;        ///< [num_bags + 1] Idx (repaired, or raw under NONE/FATAL)
   const float* per_sample_weights = nullptr;
   const FeatureMeta* features = nullptr;          ///< [T] (table_offset unused here)
-  const std::int64_t* feature_row_offset = nullptr;  ///< [T] linearized first row of f's table
+  /// [T] key of row 0 of f's table: row_offset[t] (linearized ids) or t · 2^rb (RowBits keys,
+  /// TransposeTuning::Keys); key = feature_key_base[f] + index
+  const std::int64_t* feature_key_base = nullptr;
   const std::int64_t* feature_first_bag = nullptr;   ///< [T + 1]
   std::int32_t num_features = 0;
   std::int64_t num_bags = 0;
   std::int64_t N = 0;
-  std::int64_t sentinel = 0;            ///< K = Σ E_t: key of positions outside every bag
+  /// key of positions outside every bag: K = Σ E_t (linearized ids) or T_tables · 2^rb + 2^rb − 1
+  /// (RowBits keys: its row bits sort after every row)
+  std::int64_t sentinel = 0;
   SortedValue value_kind = SortedValue::Bag;
   bool mean = false;
   bool check_indices = false;           ///< WARNING/IGNORE: bad index -> row 0, counted
@@ -100,7 +104,10 @@ struct RunArgs {
   const std::int32_t* pos_bag = nullptr;
   const double* pos_scale = nullptr;
   bool key32 = true;
-  std::int64_t sentinel = 0;
+  /// 0: run keys are linearized ids; rb > 0: RowBits keys t · 2^rb + index (32-bit), decoded by
+  /// run_key (kernels/backward_runs.cuh) into the linearized id
+  std::int32_t key_row_bits = 0;
+  std::int64_t sentinel = 0;            ///< K = Σ E_t: the linearized id of the sentinel run
   SortedValue value_kind = SortedValue::Bag;
   // --- grad_output addressing (bag -> output row, as the forward's segments) ---
   const void* grad_output = nullptr;    ///< Out
@@ -190,17 +197,42 @@ struct RunTypes {
 };
 
 // --- preprocessing (kernels/backward_preprocess.cu) ---
-/// CUB temp bytes for sort (key32 or 64 bits), RLE and scan over n items.
-std::size_t transpose_temp_bytes(bool key32, std::int64_t n);
+/// Radix-sort passes over `bits` key bits with digits of `digit_bits` (CUB's onesweep: one pass
+/// per digit, each reading and writing every key and value).
+constexpr int radix_sort_passes(int bits, int digit_bits) {
+  return (bits + digit_bits - 1) / digit_bits;
+}
+/// The digit width of the transpose's sort over `bits` key bits (32-bit keys): the wide digit
+/// (tuning::Preprocess::kWideDigitBits) where it saves a pass, else CUB's own 8-bit tuning.
+constexpr int transpose_digit_bits(int bits) {
+  return radix_sort_passes(bits, tuning::Preprocess::kWideDigitBits) < radix_sort_passes(bits, 8)
+             ? tuning::Preprocess::kWideDigitBits
+             : 8;
+}
+/// The transpose's sort + run-length encoding + scan: (keys_in, values_in) -> (keys_out,
+/// values_out) sorted on bits [0, end_bit) (stable), RLE of keys_out into run_keys / run_lengths /
+/// num_runs ([max_runs] arrays, max_runs = min(n, K + 1) >= R), exclusive prefix of run_lengths
+/// into run_offsets [max_runs + 1].
+struct SortRleArgs {
+  bool key32 = true;              ///< uint32 keys, else uint64
+  int end_bit = 32;
+  int digit_bits = 8;             ///< 8, or tuning::Preprocess::kWideDigitBits (32-bit keys only)
+  std::int64_t n = 0, max_runs = 0;
+  void* keys_in = nullptr;
+  void* keys_out = nullptr;
+  std::uint32_t* values_in = nullptr;
+  std::uint32_t* values_out = nullptr;
+  void* run_keys = nullptr;
+  std::int32_t* run_lengths = nullptr;
+  std::uint32_t* run_offsets = nullptr;
+  std::int32_t* num_runs = nullptr;
+  void* temp = nullptr;           ///< transpose_temp_bytes(key32, n, digit_bits) bytes
+  std::size_t temp_bytes = 0;
+};
+/// CUB temp bytes for the sort (key32 or 64 bits, digit_bits), RLE and scan over n items.
+std::size_t transpose_temp_bytes(bool key32, std::int64_t n, int digit_bits);
 void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStream_t stream);
-/// Sort (keys_in, values_in) -> (keys_out, values_out) on bits [0, end_bit), RLE of keys_out into
-/// run_keys / run_lengths / num_runs ([max_runs] arrays, max_runs = min(n, K + 1) >= R),
-/// exclusive prefix of run_lengths into run_offsets [max_runs + 1].
-void launch_sort_rle(bool key32, int end_bit, std::int64_t n, std::int64_t max_runs,
-                     void* keys_in, void* keys_out,
-                     std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
-                     std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
-                     void* temp, std::size_t temp_bytes, cudaStream_t stream);
+void launch_sort_rle(const SortRleArgs& a, cudaStream_t stream);
 /// Router: splits runs into short (counted) and long (listed with their chunks, each with the
 /// sorted value of its first lookup as a locality key; unused key slots must hold 0xffffffff).
 void launch_route(const RunArgs& a, cudaStream_t stream);

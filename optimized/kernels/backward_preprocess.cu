@@ -1,12 +1,15 @@
 // Backward preprocessing (docs/backward.md "The computation": the transpose, FBGEMM transpose_embedding_input):
 //  1. linearize: a group of 8 threads per bag (of the repaired offsets) writes, for each lookup p
-//     of the bag, key[p] = row_offset[table(f)] + index[p] (WARNING/IGNORE: a bad index becomes
+//     of the bag, key[p] = key_base[f] + index[p] (key_base: row_offset[table(f)] for linearized
+//     ids, table(f) · 2^rb for RowBits keys, docs/backward.md "The transpose's keys"; WARNING/IGNORE: a bad index becomes
 //     row 0 and is counted, as the forward's fused check) and the 32-bit sorted value (bag id or
 //     position, see SortedValue); for weighted/MEAN problems also pos_bag[p] and the scale
 //     c_p = w_p / L in FP64. Positions outside every bag ([0, o'[0]) and [o'[T·B], N)) get the
-//     sentinel key K = Σ E_t, so they sort last and form one run that backward skips.
-//  2. cub::DeviceRadixSort::SortPairs on bits [0, end_bit) only (end_bit = bits of K; 32-bit keys
-//     when K < 2^31), stable, so positions stay ascending inside a run;
+//     sentinel key (K = Σ E_t, or T_tables · 2^rb + 2^rb - 1), so they sort last and form one run
+//     that backward skips.
+//  2. cub::DeviceRadixSort::SortPairs on bits [0, end_bit) only (bits of K, or rb; 32-bit keys
+//     when K < 2^31), stable, so positions stay ascending inside a run; where 9-bit digits save a
+//     pass, CUB's onesweep dispatch with its SM90 tuning but 9-bit digits (WideDigitPolicyHub);
 //  3. cub::DeviceRunLengthEncode::Encode -> unique keys, SL, number of runs (device scalar);
 //  4. cub::DeviceScan::ExclusiveSum of SL -> run offsets. CUB is sized by upper bounds (N items to
 //     sort and encode, min(N, K + 1) runs to scan); nothing is read back to the host.
@@ -66,7 +69,7 @@ __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const Lineariz
   if (s >= e) return;
   const std::int64_t f = last_le(a.feature_first_bag, a.num_features + 1, k);
   const std::int64_t E = a.features[f].rows;
-  const std::int64_t row0 = a.feature_row_offset[f];
+  const std::int64_t row0 = a.feature_key_base[f];
   const double inv_len_num = static_cast<double>(e - s);
   unsigned long long bad = 0;
   for (std::int64_t p = s + glane; p < e; p += kLinGroup) {
@@ -100,15 +103,65 @@ void linearize_t(const LinearizeArgs& a, cudaStream_t stream) {
   check_launch("linearize_group_per_bag");
 }
 
+// CUB's onesweep dispatch with its own SM90 tuning of 32-bit keys and values
+// (cub::detail::radix::policy_hub's OnesweepSmallKeyTunedPolicy) except the digit: Bits wide
+// instead of 8, so 17 or 18 key bits take two passes instead of three. The other policies (single
+// tile, the non-onesweep fallbacks) are CUB's. Tied to the toolkit's CCCL (CUDA 13.0's 3.0).
+using SortOffset = cub::detail::choose_offset_t<int>;
+
+template <int Bits>
+struct WideDigitPolicyHub {
+  using Tuned = cub::detail::radix::policy_hub<std::uint32_t, std::uint32_t, SortOffset>::
+      OnesweepSmallKeyTunedPolicy<cub::detail::radix::sm90_small_key_tuning<4, 4, sizeof(SortOffset)>>;
+  struct Policy : cub::ChainedPolicy<900, Policy, Policy>, Tuned {
+    static constexpr bool ONESWEEP = true;
+    static constexpr int ONESWEEP_RADIX_BITS = Bits;
+    using HistogramPolicy = cub::AgentRadixSortHistogramPolicy<128, 16, 1, std::uint32_t, Bits>;
+    using ExclusiveSumPolicy = cub::AgentRadixSortExclusiveSumPolicy<256, Bits>;
+    using OnesweepPolicy = cub::AgentRadixSortOnesweepPolicy<
+        tuning::Preprocess::kWideDigitThreads, tuning::Preprocess::kWideDigitItems, std::uint32_t, 1,
+        cub::RADIX_RANK_MATCH_EARLY_COUNTS_ANY, cub::BLOCK_SCAN_RAKING_MEMOIZE,
+        cub::RADIX_SORT_STORE_DIRECT, Bits>;
+  };
+  using MaxPolicy = Policy;
+};
+
+using WideDigitSort =
+    cub::DispatchRadixSort<cub::SortOrder::Ascending, std::uint32_t, std::uint32_t, SortOffset,
+                           cub::detail::identity_decomposer_t,
+                           WideDigitPolicyHub<tuning::Preprocess::kWideDigitBits>>;
+
+/// Stable sort of (keys_in, values_in) on bits [0, end_bit) into (keys_out, values_out); temp ==
+/// nullptr: writes the temp bytes only.
 template <class Key>
-std::size_t temp_bytes_t(std::int64_t n) {
+void sort_pairs(void* temp, std::size_t& bytes, int digit_bits, const Key* keys_in, Key* keys_out,
+                const std::uint32_t* values_in, std::uint32_t* values_out, int items, int end_bit,
+                cudaStream_t stream) {
+  if constexpr (sizeof(Key) == 4) {
+    if (digit_bits == tuning::Preprocess::kWideDigitBits) {
+      // as cub::DeviceRadixSort::SortPairs: the inputs are not overwritten (CUB keeps the
+      // alternate buffers in its temp storage)
+      cub::DoubleBuffer<std::uint32_t> keys(const_cast<Key*>(keys_in), keys_out);
+      cub::DoubleBuffer<std::uint32_t> values(const_cast<std::uint32_t*>(values_in), values_out);
+      cuda_check(WideDigitSort::Dispatch(temp, bytes, keys, values, static_cast<SortOffset>(items),
+                                         0, end_bit, false, stream),
+                 temp == nullptr ? "cub::DispatchRadixSort (9-bit digits, size query)"
+                                 : "cub::DispatchRadixSort (9-bit digits)");
+      return;
+    }
+  }
+  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in, values_out,
+                                             items, 0, end_bit, stream),
+             temp == nullptr ? "cub::DeviceRadixSort::SortPairs (size query)"
+                             : "cub::DeviceRadixSort::SortPairs");
+}
+
+template <class Key>
+std::size_t temp_bytes_t(std::int64_t n, int digit_bits) {
   const int items = static_cast<int>(n);
   std::size_t sort = 0, rle = 0, scan = 0;
-  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort, static_cast<Key*>(nullptr),
-                                             static_cast<Key*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr), items),
-             "cub::DeviceRadixSort::SortPairs (size query)");
+  sort_pairs<Key>(nullptr, sort, digit_bits, nullptr, nullptr, nullptr, nullptr, items,
+                  static_cast<int>(sizeof(Key) * 8), nullptr);
   cuda_check(cub::DeviceRunLengthEncode::Encode(nullptr, rle, static_cast<Key*>(nullptr),
                                                 static_cast<Key*>(nullptr),
                                                 static_cast<std::int32_t*>(nullptr),
@@ -121,26 +174,22 @@ std::size_t temp_bytes_t(std::int64_t n) {
 }
 
 template <class Key>
-void sort_rle_t(int end_bit, std::int64_t n, std::int64_t max_runs, void* keys_in, void* keys_out,
-                std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
-                std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
-                void* temp, std::size_t temp_bytes, cudaStream_t stream) {
-  const int items = static_cast<int>(n);
-  std::size_t bytes = temp_bytes;
-  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, static_cast<Key*>(keys_in),
-                                             static_cast<Key*>(keys_out), values_in, values_out,
-                                             items, 0, end_bit, stream),
-             "cub::DeviceRadixSort::SortPairs");
-  bytes = temp_bytes;
-  cuda_check(cub::DeviceRunLengthEncode::Encode(temp, bytes, static_cast<const Key*>(keys_out),
-                                                static_cast<Key*>(run_keys), run_lengths, num_runs,
-                                                items, stream),
+void sort_rle_t(const SortRleArgs& a, cudaStream_t stream) {
+  const int items = static_cast<int>(a.n);
+  std::size_t bytes = a.temp_bytes;
+  sort_pairs<Key>(a.temp, bytes, a.digit_bits, static_cast<const Key*>(a.keys_in),
+                  static_cast<Key*>(a.keys_out), a.values_in, a.values_out, items, a.end_bit,
+                  stream);
+  bytes = a.temp_bytes;
+  cuda_check(cub::DeviceRunLengthEncode::Encode(a.temp, bytes, static_cast<const Key*>(a.keys_out),
+                                                static_cast<Key*>(a.run_keys), a.run_lengths,
+                                                a.num_runs, items, stream),
              "cub::DeviceRunLengthEncode::Encode");
   // Over the upper bound min(N, K + 1) of R: Σ over the first R lengths is all that is used;
   // entries past R are never read by backward.
-  bytes = temp_bytes;
-  cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, run_lengths, run_offsets,
-                                           static_cast<int>(max_runs), stream),
+  bytes = a.temp_bytes;
+  cuda_check(cub::DeviceScan::ExclusiveSum(a.temp, bytes, a.run_lengths, a.run_offsets,
+                                           static_cast<int>(a.max_runs), stream),
              "cub::DeviceScan::ExclusiveSum");
 }
 
@@ -153,8 +202,7 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kBlock;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; i < R;
        i += stride) {
-    const std::int64_t key = a.key32 ? static_cast<std::int64_t>(static_cast<const std::uint32_t*>(a.run_keys)[i])
-                                     : TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]) & ((std::int64_t{1} << 40) - 1), static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]));
+    const std::int64_t key = run_key(a, i);
     if (key >= a.sentinel) continue;
     const std::int32_t sl = a.run_lengths[i];
     if (histogram_owns(a, key, sl)) continue;  // updated by the small-table path
@@ -254,8 +302,8 @@ void launch_chunk_order_one_cta(const std::uint32_t* keys, const unsigned* num_c
   check_launch("chunk_order_one_cta");
 }
 
-std::size_t transpose_temp_bytes(bool key32, std::int64_t n) {
-  return key32 ? temp_bytes_t<std::uint32_t>(n) : temp_bytes_t<std::uint64_t>(n);
+std::size_t transpose_temp_bytes(bool key32, std::int64_t n, int digit_bits) {
+  return key32 ? temp_bytes_t<std::uint32_t>(n, digit_bits) : temp_bytes_t<std::uint64_t>(n, digit_bits);
 }
 
 void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStream_t stream) {
@@ -266,21 +314,13 @@ void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStrea
   });
 }
 
-void launch_sort_rle(bool key32, int end_bit, std::int64_t n, std::int64_t max_runs,
-                     void* keys_in, void* keys_out,
-                     std::uint32_t* values_in, std::uint32_t* values_out, void* run_keys,
-                     std::int32_t* run_lengths, std::uint32_t* run_offsets, std::int32_t* num_runs,
-                     void* temp, std::size_t temp_bytes, cudaStream_t stream) {
-  if (n == 0) {
-    cuda_check(cudaMemsetAsync(num_runs, 0, sizeof(std::int32_t), stream), "zero run count");
+void launch_sort_rle(const SortRleArgs& a, cudaStream_t stream) {
+  if (a.n == 0) {
+    cuda_check(cudaMemsetAsync(a.num_runs, 0, sizeof(std::int32_t), stream), "zero run count");
     return;
   }
-  if (key32)
-    sort_rle_t<std::uint32_t>(end_bit, n, max_runs, keys_in, keys_out, values_in, values_out, run_keys,
-                              run_lengths, run_offsets, num_runs, temp, temp_bytes, stream);
-  else
-    sort_rle_t<std::uint64_t>(end_bit, n, max_runs, keys_in, keys_out, values_in, values_out, run_keys,
-                              run_lengths, run_offsets, num_runs, temp, temp_bytes, stream);
+  if (a.key32) sort_rle_t<std::uint32_t>(a, stream);
+  else sort_rle_t<std::uint64_t>(a, stream);
 }
 
 std::size_t chunk_sort_temp_bytes(std::int64_t n) {

@@ -77,6 +77,61 @@ Status check_kernels(const BackwardProblem& p) {
   return Status::Ok();
 }
 
+/// The smallest b >= 1 with 2^b > x (x >= 0): the bits a key up to x needs.
+int bits_above(std::int64_t x) {
+  int b = 1;
+  while (b < 63 && (std::int64_t{1} << b) <= x) ++b;
+  return b;
+}
+
+/// TransposeTuning::Keys resolved (docs/backward.md "The transpose's keys"): rb > 0 for RowBits
+/// keys (t · 2^rb + index), 0 for linearized ids. RowBits is valid when every table's features are
+/// consecutive in feature_table_map (then one table's lookups are one contiguous range of
+/// positions, so sorting only the row bits keeps each (table, row) contiguous) and rb +
+/// bits(T_tables) <= 32 (one sentinel table slot above the tables; rb = bits(max E_t) leaves the
+/// row bits 2^rb − 1 free for the sentinel). Auto takes it where it needs fewer sort passes.
+/// Forced where it is not valid: InvalidArgument naming "tuning.transpose.keys".
+int row_bits_of(const ForwardProblem& p, const TransposeTuning& tuning) {
+  using Keys = TransposeTuning::Keys;
+  if (tuning.keys == Keys::LinearIds || TBE_MUTANT_HOST(kBwdSharedRowsTwice)) return 0;
+  const TableBatchView& tables = p.tables;
+  std::int64_t K = 0, max_rows = 0;
+  for (const std::int64_t e : tables.rows) {
+    K += e;
+    max_rows = std::max(max_rows, e);
+  }
+  const int rb = bits_above(max_rows), tb = bits_above(tables.num_tables());
+  std::string why;
+  std::vector<char> closed(static_cast<std::size_t>(tables.num_tables()), 0);
+  for (std::size_t f = 1; f < tables.feature_table_map.size() && why.empty(); ++f) {
+    const std::int32_t prev = tables.feature_table_map[f - 1], t = tables.feature_table_map[f];
+    if (t == prev) continue;
+    closed[static_cast<std::size_t>(prev)] = 1;
+    if (closed[static_cast<std::size_t>(t)] && !TBE_MUTANT_HOST(kBwdRowBitsTablesInterleaved))
+      why = "table " + std::to_string(t) + "'s features are not consecutive in feature_table_map "
+            "(feature " + std::to_string(f) + " comes after another table's)";
+  }
+  if (why.empty() && rb + tb > 32)
+    why = std::to_string(rb) + " row bits (max E_t = " + std::to_string(max_rows) + ") + " +
+          std::to_string(tb) + " table bits exceed the 32-bit key";
+  if (!why.empty()) {
+    if (tuning.keys == Keys::RowBits)
+      throw InvalidArgument("tuning.transpose.keys", "tuning.transpose.keys: RowBits needs " + why);
+    return 0;
+  }
+  if (tuning.keys == Keys::Auto) {
+    // linearized ids: bits(K) sorted, 32-bit keys when K < 2^31 (64-bit keys: CUB's 8-bit digits
+    // over twice the key bytes)
+    const int linear_bits = bits_above(K);
+    const bool linear32 = K < (std::int64_t{1} << 31);
+    const int linear_passes = detail::radix_sort_passes(
+        linear_bits, linear32 ? detail::transpose_digit_bits(linear_bits) : 8);
+    const int row_passes = detail::radix_sort_passes(rb, detail::transpose_digit_bits(rb));
+    if (linear32 && row_passes >= linear_passes) return 0;
+  }
+  return rb;
+}
+
 }  // namespace
 
 // ============================================================================================
@@ -96,15 +151,18 @@ struct TransposePlan {
   OutputLayout layout;
   std::vector<std::int64_t> feature_rows;
   // --- transpose geometry ---
-  std::int64_t sentinel = 0;  ///< K = Σ E_t
+  std::int64_t sentinel = 0;  ///< K = Σ E_t (the linearized id of the sentinel run)
   std::int64_t max_runs = 0;  ///< upper bound of R: min(N, K + 1)
   bool key32 = true;
+  int row_bits = 0;           ///< TransposeTuning::Keys::RowBits: rb (> 0); linearized ids: 0
+  std::int64_t sentinel_key = 0;  ///< the key linearize writes for the sentinel run
   int end_bit = 1;
+  int digit_bits = 8;         ///< the sort's digit (transpose_digit_bits)
   SortedValue value_kind = SortedValue::Bag;
   // --- device metadata ---
   void* d_meta = nullptr;
   FeatureMeta* d_features = nullptr;
-  std::int64_t* d_feature_row_offset = nullptr;
+  std::int64_t* d_feature_key_base = nullptr;  ///< [T] LinearizeArgs::feature_key_base
   std::int64_t* d_feature_first_bag = nullptr;
   // --- workspace layout (byte offsets) ---
   std::size_t ws_counters = 0, ws_offsets = 0, ws_scan = 0, scan_bytes = 0, ws_keys_in = 0,
@@ -113,8 +171,8 @@ struct TransposePlan {
               ws_temp = 0, temp_bytes = 0, ws_total = 0;
   std::size_t ws_bounds_total = 0;  ///< the bounds part alone (counters, offsets, scan): enqueue_bounds
 
-  /// p passed TransposeOp::can_implement.
-  explicit TransposePlan(const ForwardProblem& p) {
+  /// p passed TransposeOp::can_implement; `tuning` is checked here, before any allocation.
+  TransposePlan(const ForwardProblem& p, const TransposeTuning& tuning) {
     index_dtype = p.lookups.index_dtype;
     mode = p.options.bounds_check;
     pooling = p.options.pooling;
@@ -146,27 +204,39 @@ struct TransposePlan {
     while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(sort_range))
       ++end_bit;
     if (TBE_MUTANT_HOST(kBwdSharedRowsTwice)) end_bit = 64;
+    digit_bits = key32 ? detail::transpose_digit_bits(end_bit) : 8;
+    sentinel_key = K;
+    std::vector<std::int64_t> key_base = table_row_offset;  // per table, linearized ids
+    if (const int rb = row_bits_of(p, tuning); rb > 0) {
+      key32 = true;  // rb + bits(T_tables) <= 32
+      row_bits = rb;
+      end_bit = rb;
+      digit_bits = detail::transpose_digit_bits(rb);
+      sentinel_key = (p.tables.num_tables() << rb) | ((std::int64_t{1} << rb) - 1);
+      for (std::size_t t = 0; t < key_base.size(); ++t)
+        key_base[t] = static_cast<std::int64_t>(t) << rb;
+    }
     value_kind = pooling == PoolingMode::None ? SortedValue::Position
                  : (weighted || pooling == PoolingMode::Mean) ? SortedValue::PositionScaled
                                                               : SortedValue::Bag;
 
     std::vector<FeatureMeta> features(T);
-    std::vector<std::int64_t> feature_row_offset(T);
+    std::vector<std::int64_t> feature_key_base(T);
     for (std::int32_t f = 0; f < T; ++f) {
       const std::int32_t t = p.tables.feature_table_map[f];
       features[f] = FeatureMeta{p.tables.table_offsets[t], p.tables.rows[t], p.tables.dims[t], 0};
-      feature_row_offset[f] = table_row_offset[t];
+      feature_key_base[f] = key_base[t];
       feature_rows.push_back(p.tables.rows[t]);
     }
     MetaUpload up;
     const std::size_t o_feat = up.add(features.data(), features.size() * sizeof(FeatureMeta));
-    const std::size_t o_fro = up.add(feature_row_offset.data(), feature_row_offset.size() * 8);
+    const std::size_t o_fro = up.add(feature_key_base.data(), feature_key_base.size() * 8);
     const std::size_t o_ffb =
         up.add(layout.feature_bag_offset.data(), layout.feature_bag_offset.size() * 8);
     d_meta = up.upload("upload transpose metadata");
     char* base = static_cast<char*>(d_meta);
     d_features = reinterpret_cast<FeatureMeta*>(base + o_feat);
-    d_feature_row_offset = reinterpret_cast<std::int64_t*>(base + o_fro);
+    d_feature_key_base = reinterpret_cast<std::int64_t*>(base + o_fro);
     d_feature_first_bag = reinterpret_cast<std::int64_t*>(base + o_ffb);
 
     const std::size_t isz = dtype_size(index_dtype);
@@ -192,7 +262,7 @@ struct TransposePlan {
     ws_run_lengths = L.add(r * 4);
     ws_run_offsets = L.add((r + 1) * 4);
     ws_num_runs = L.add(sizeof(std::int32_t));
-    temp_bytes = N > 0 ? detail::transpose_temp_bytes(key32, N) : 0;
+    temp_bytes = N > 0 ? detail::transpose_temp_bytes(key32, N, digit_bits) : 0;
     ws_temp = L.add(temp_bytes);
     ws_total = L.total;
   }
@@ -210,6 +280,7 @@ struct TransposePlan {
     return mode == BoundsCheckMode::Fatal ? &counters(ws)->fatal_key : nullptr;
   }
   std::string sort_path() const { return key32 ? "bwd.sort.key32" : "bwd.sort.key64"; }
+  std::string keys_path() const { return row_bits > 0 ? "bwd.sort.row_bits" : "bwd.sort.linear_ids"; }
 
   /// The bounds part: counters reset, then the FATAL check or the offsets repair and bad-bag count
   /// (bad indices are counted by whoever reads them next: linearize, or the small-table kernels).
@@ -237,12 +308,12 @@ struct TransposePlan {
     a.offsets = bag_offsets(ws);
     a.per_sample_weights = psw;
     a.features = d_features;
-    a.feature_row_offset = d_feature_row_offset;
+    a.feature_key_base = d_feature_key_base;
     a.feature_first_bag = d_feature_first_bag;
     a.num_features = T;
     a.num_bags = num_bags;
     a.N = N;
-    a.sentinel = sentinel;
+    a.sentinel = sentinel_key;
     a.value_kind = value_kind;
     a.mean = pooling == PoolingMode::Mean;
     a.check_indices = repairs();
@@ -253,13 +324,23 @@ struct TransposePlan {
     a.counters = c;
     a.abort_key = abort_key(ws);
     detail::launch_linearize(index_dtype, key32, a, s);
-    detail::launch_sort_rle(key32, end_bit, N, max_runs, ws + ws_keys_in, ws + ws_keys_out,
-                            reinterpret_cast<std::uint32_t*>(ws + ws_vals_in),
-                            reinterpret_cast<std::uint32_t*>(ws + ws_vals_out), ws + ws_run_keys,
-                            reinterpret_cast<std::int32_t*>(ws + ws_run_lengths),
-                            reinterpret_cast<std::uint32_t*>(ws + ws_run_offsets),
-                            reinterpret_cast<std::int32_t*>(ws + ws_num_runs), ws + ws_temp,
-                            temp_bytes, s);
+    detail::SortRleArgs r;
+    r.key32 = key32;
+    r.end_bit = end_bit;
+    r.digit_bits = digit_bits;
+    r.n = N;
+    r.max_runs = max_runs;
+    r.keys_in = ws + ws_keys_in;
+    r.keys_out = ws + ws_keys_out;
+    r.values_in = reinterpret_cast<std::uint32_t*>(ws + ws_vals_in);
+    r.values_out = reinterpret_cast<std::uint32_t*>(ws + ws_vals_out);
+    r.run_keys = ws + ws_run_keys;
+    r.run_lengths = reinterpret_cast<std::int32_t*>(ws + ws_run_lengths);
+    r.run_offsets = reinterpret_cast<std::uint32_t*>(ws + ws_run_offsets);
+    r.num_runs = reinterpret_cast<std::int32_t*>(ws + ws_num_runs);
+    r.temp = ws + ws_temp;
+    r.temp_bytes = temp_bytes;
+    detail::launch_sort_rle(r, s);
   }
 
   /// Same lookups and transpose geometry (for a hoisted SortedLookups).
@@ -267,7 +348,7 @@ struct TransposePlan {
     return index_dtype == o.index_dtype && mode == o.mode && pooling == o.pooling &&
            weighted == o.weighted && indices == o.indices && offsets == o.offsets &&
            psw == o.psw && N == o.N && num_offsets == o.num_offsets && sentinel == o.sentinel &&
-           key32 == o.key32 && value_kind == o.value_kind && T == o.T;
+           value_kind == o.value_kind && T == o.T;  // (the keys may differ: run() decodes tp's)
   }
 };
 
@@ -276,9 +357,9 @@ Status TransposeOp::can_implement(const ForwardProblem& p) {
   return check_limits(p);
 }
 
-TransposeOp::TransposeOp(const ForwardProblem& p) {
+TransposeOp::TransposeOp(const ForwardProblem& p, const TransposeTuning& tuning) {
   throw_if_error(can_implement(p));
-  plan_ = std::make_unique<TransposePlan>(p);
+  plan_ = std::make_unique<TransposePlan>(p, tuning);
 }
 TransposeOp::~TransposeOp() = default;
 TransposeOp::TransposeOp(TransposeOp&&) noexcept = default;
@@ -371,8 +452,8 @@ struct BackwardPlan {
   /// p and s passed BackwardOp::can_implement.
   explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s,
                         const BackwardTuning& knobs)
-      : transpose(p.forward) {
-    check_run_launch(knobs);  // before anything is allocated
+      : transpose((check_run_launch(knobs), p.forward), knobs.transpose) {
+    // (check_run_launch and the transpose's keys are checked before anything is allocated)
     const SmallTableTuning& small = knobs.small_table;
     problem = p;
     strategy = s;
@@ -464,8 +545,7 @@ struct BackwardPlan {
 
     // --- run kernel arguments (constant part) ---
     detail::RunArgs& a = run;
-    a.key32 = transpose.key32;
-    a.sentinel = transpose.sentinel;
+    a.sentinel = transpose.sentinel;  // (key32, key_row_bits: from the transpose run() uses)
     a.value_kind = transpose.value_kind;
     a.grad_output = p.grad_output;
     a.seg_first_bag = reinterpret_cast<std::int64_t*>(base + o_sfb);
@@ -682,6 +762,8 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
   P.phase(1, stream);
 
   detail::RunArgs a = P.run;
+  a.key32 = tp->key32;
+  a.key_row_bits = tp->row_bits;
   if (!P.no_sort) {  // the transpose's outputs (without the sort, only its bounds part exists)
     a.run_keys = tws + tp->ws_run_keys;
     a.run_lengths = reinterpret_cast<const std::int32_t*>(tws + tp->ws_run_lengths);
@@ -867,6 +949,10 @@ BackwardStats BackwardOp::finish() {
   st.lookups = k.short_lookups + static_cast<std::int64_t>(c.long_lookups) + k.histogram_lookups +
                k.histogram_exact_lookups;
   st.paths.push_back(P.no_sort ? "bwd.small_table.no_sort" : tp.sort_path());
+  if (!P.no_sort) {
+    st.paths.push_back(tp.keys_path());
+    if (tp.digit_bits == tuning::Preprocess::kWideDigitBits) st.paths.push_back("bwd.sort.wide_digits");
+  }
   if (P.hoisted) st.paths.push_back("bwd.hoisted");
   if (k.short_runs > 0) {
     st.paths.push_back("bwd.short");

@@ -59,6 +59,10 @@ struct BackwardRunOptions {
   /// share of warps that start on the chunks in one.
   cuda::BackwardTuning::RunLaunch run_launch = cuda::BackwardTuning::RunLaunch::Auto;
   std::int32_t interleave_chunk_every = 1;
+  /// The sort keys of the transpose inside BackwardOp::run (cuda::TransposeTuning), and of the
+  /// TransposeOp of a hoisted run (they may differ: the backward decodes the keys it is handed).
+  cuda::TransposeTuning transpose;
+  cuda::TransposeTuning hoisted_transpose;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward
   /// (stale_batch: stamped with batch 1 while the backward runs batch 2).
   bool saved_counts = false;

@@ -476,6 +476,68 @@ TEST_CASE("hoisted and non-hoisted backward agree bitwise on a scaled-down seed-
   check_judged(c, plain);
 }
 
+TEST_CASE("transpose keys on a scaled-down seed-large: row bits and linearized ids, 8- and 9-bit "
+          "digits, positions outside every bag, same bits", "[gpu][backward][transpose_keys]") {
+  // N = T · 2048 · 20 lookups: CUB's onesweep passes run (not its one-block sort). Seven positions
+  // before the first bag and five after the last carry the sentinel key, which must sort after
+  // every row bit pattern. T = 4 tables of 100,000 rows: K = 400,000 (19 bits: three passes
+  // either way for linearized ids), rb = 17 (two 9-bit passes): Auto takes row bits with the wide
+  // digit. T = 2 tables of 60,000 rows: K = 120,000 (17 bits: two 9-bit passes), rb = 16 (two
+  // 8-bit passes): Auto keeps linearized ids, with the wide digit.
+  using Keys = cuda::TransposeTuning::Keys;
+  struct Shape {
+    std::int64_t T, E;
+    const char* auto_keys;
+    bool rows_wide, linear_wide;
+  };
+  for (const Shape sh : {Shape{4, 100000, "bwd.sort.row_bits", true, false},
+                         Shape{2, 60000, "bwd.sort.linear_ids", false, true}}) {
+    DYNAMIC_SECTION("T = " << sh.T << ", E = " << sh.E) {
+      WorkloadSpec spec = named_workload("seed-large", 2048);
+      spec.T = sh.T;
+      spec.E = sh.E;
+      BackwardCase c;
+      c.forward = generate(spec);
+      ForwardCase& f = c.forward;
+      f.indices.insert(f.indices.begin(), {1, 2, 3, 4, 5, 6, 7});
+      for (std::int64_t& o : f.offsets) o += 7;
+      f.indices.insert(f.indices.end(), {8, 9, 10, 11, 12});
+      c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+      fill_grad_output(c, 17, false);
+      c.reset_momentum();
+      BackwardRunOptions o, lin, rows, mixed;
+      lin.transpose.keys = Keys::LinearIds;
+      rows.transpose.keys = Keys::RowBits;
+      mixed.hoisted = true;  // the backward's own keys are row bits, the hoisted ones not
+      mixed.transpose.keys = Keys::RowBits;
+      mixed.hoisted_transpose.keys = Keys::LinearIds;
+      const BackwardOutcome a = run_backward_gpu(c, o);
+      const BackwardOutcome l = run_backward_gpu(c, lin);
+      const BackwardOutcome r = run_backward_gpu(c, rows);
+      const BackwardOutcome m = run_backward_gpu(c, mixed);
+      for (const BackwardOutcome* x : {&a, &l, &r, &m}) {
+        INFO(x->what << " " << paths(x->stats));
+        REQUIRE(x->kind == BackwardOutcome::Kind::Ok);
+      }
+      INFO(paths(a.stats));
+      CHECK(has_path(a, sh.auto_keys));
+      CHECK(has_path(a, "bwd.sort.wide_digits"));
+      CHECK(has_path(r, "bwd.sort.row_bits"));
+      CHECK(has_path(r, "bwd.sort.wide_digits") == sh.rows_wide);
+      CHECK(has_path(l, "bwd.sort.linear_ids"));
+      CHECK(has_path(l, "bwd.sort.wide_digits") == sh.linear_wide);
+      CHECK(has_path(m, "bwd.sort.linear_ids"));
+      check_judged(c, a);
+      for (const BackwardOutcome* x : {&l, &r, &m}) {
+        CHECK(a.weights == x->weights);
+        CHECK(a.momentum == x->momentum);
+        CHECK(a.stats.runs == x->stats.runs);
+        CHECK(a.stats.lookups == x->stats.lookups);
+      }
+    }
+  }
+}
+
 TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[gpu][backward][bounds]") {
   for (bool hoisted : {false, true})
     for (bool in_place : {false, true}) {

@@ -240,6 +240,114 @@ TEST_CASE("one-CTA and device-wide chunk orders, dynamic and static chunk schedu
   });
 }
 
+namespace {
+
+/// The smallest b >= 1 with 2^b > x.
+int bits_above(std::int64_t x) {
+  int b = 1;
+  while ((std::int64_t{1} << b) <= x) ++b;
+  return b;
+}
+
+/// Passes of the transpose's radix sort over `bits` key bits as docs/backward.md "The transpose's
+/// keys" states the rule: 9-bit digits where they save a pass over 8-bit ones.
+int sort_passes(int bits) {
+  const int p8 = (bits + 7) / 8, p9 = (bits + 8) / 9;
+  return std::min(p8, p9);
+}
+
+/// Whether every table's features are consecutive in feature_table_map.
+bool tables_consecutive(const std::vector<std::int32_t>& map) {
+  std::vector<std::int32_t> seen;
+  for (std::size_t f = 0; f < map.size(); ++f) {
+    if (f > 0 && map[f] == map[f - 1]) continue;
+    if (std::find(seen.begin(), seen.end(), map[f]) != seen.end()) return false;
+    seen.push_back(map[f]);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("linearized-id and row-bit sort keys give bitwise equal updates, inline or hoisted",
+          "[gpu][backward][transpose_keys]") {
+  // cuda::TransposeTuning::Keys: RowBits keys (t · 2^rb + index, only the rb row bits sorted)
+  // give the same runs with the same lookups in the same position order as linearized ids; only
+  // the order of the runs differs, which no result depends on. A hoisted transpose may use other
+  // keys than the backward's own: run() decodes the keys it is handed.
+  using Keys = cuda::TransposeTuning::Keys;
+  rc::prop("Keys::LinearIds == RowBits == Auto, inline and hoisted across keys, bitwise; Auto's "
+           "rule; RowBits refused by name where a table's features are not consecutive", [] {
+    const bool consecutive_map = *rc::gen::arbitrary<bool>();
+    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, *rc::gen::arbitrary<bool>(),
+                                       DimRule::Any);
+    if (consecutive_map)  // the generator's map is random: sort it (same tables, same features)
+      std::sort(c.forward.feature_table_map.begin(), c.forward.feature_table_map.end());
+    BackwardRunOptions o;
+    o.strategy = gen_strategy();
+    o.strategy.deterministic = true;
+    o.want_psw = !c.forward.per_sample_weights.empty();
+    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
+    BackwardFailureRecorder rec("backward-transpose-keys", c, o.strategy);
+    rec.run([&] {
+      BackwardRunOptions lin = o, rows = o, lin_hoisted = o, rows_hoisted = o;
+      lin.transpose.keys = Keys::LinearIds;
+      rows.transpose.keys = Keys::RowBits;
+      lin_hoisted.hoisted = rows_hoisted.hoisted = true;  // op and hoisted transpose differ
+      lin_hoisted.transpose.keys = Keys::RowBits;
+      lin_hoisted.hoisted_transpose.keys = Keys::LinearIds;
+      rows_hoisted.transpose.keys = Keys::LinearIds;
+      rows_hoisted.hoisted_transpose.keys = Keys::RowBits;
+      std::int64_t K = 0, max_rows = 0;
+      for (const std::int64_t e : c.forward.rows) {
+        K += e;
+        max_rows = std::max(max_rows, e);
+      }
+      const int rb = bits_above(max_rows);
+      const bool valid = tables_consecutive(c.forward.feature_table_map) &&
+                         rb + bits_above(static_cast<std::int64_t>(c.forward.rows.size())) <= 32;
+      const BackwardOutcome auto_run = run_backward_gpu(c, o);
+      const BackwardOutcome a = run_backward_gpu(c, lin);
+      rec.record(a, "cuda BackwardOp, Keys::LinearIds");
+      RC_ASSERT(a.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(auto_run.kind == BackwardOutcome::Kind::Ok);
+      verify_judged(c, a);
+      const bool sorted = has_path(a.stats, "bwd.sort.key32");
+      RC_ASSERT(has_path(a.stats, "bwd.sort.linear_ids") == sorted);
+      const bool auto_rows = valid && sort_passes(rb) < sort_passes(bits_above(K));
+      RC_ASSERT(has_path(auto_run.stats, "bwd.sort.row_bits") == (sorted && auto_rows));
+      RC_ASSERT(has_path(auto_run.stats, "bwd.sort.linear_ids") == (sorted && !auto_rows));
+      RC_CLASSIFY(sorted && auto_rows, "Auto: row bits");
+      RC_CLASSIFY(!valid, "tables not consecutive");
+      std::vector<const BackwardOutcome*> same = {&auto_run};
+      const BackwardOutcome b = run_backward_gpu(c, rows);
+      const BackwardOutcome bh = run_backward_gpu(c, rows_hoisted);
+      const BackwardOutcome ah = run_backward_gpu(c, lin_hoisted);
+      if (!valid) {
+        for (const BackwardOutcome* x : {&b, &bh, &ah}) {  // RowBits forced somewhere in each
+          RC_ASSERT(x->kind == BackwardOutcome::Kind::InvalidArgument);
+          RC_ASSERT(x->argument == "tuning.transpose.keys");
+        }
+      } else {
+        for (const BackwardOutcome* x : {&b, &bh, &ah}) RC_ASSERT(x->kind == BackwardOutcome::Kind::Ok);
+        RC_ASSERT(has_path(b.stats, "bwd.sort.row_bits") == sorted);
+        RC_ASSERT(has_path(bh.stats, "bwd.sort.row_bits") == sorted);  // the hoisted keys
+        RC_ASSERT(has_path(ah.stats, "bwd.sort.linear_ids") == sorted);
+        same.insert(same.end(), {&b, &bh, &ah});
+      }
+      for (const BackwardOutcome* x : same) {
+        RC_ASSERT(a.weights == x->weights);
+        RC_ASSERT(a.momentum == x->momentum);
+        RC_ASSERT(a.psw_grad.size() == x->psw_grad.size());
+        RC_ASSERT(std::memcmp(a.psw_grad.data(), x->psw_grad.data(), a.psw_grad.size() * sizeof(float)) == 0);
+        RC_ASSERT(a.stats.runs == x->stats.runs);
+        RC_ASSERT(a.stats.warnings == x->stats.warnings);
+        RC_ASSERT(a.stats.counters.chunks == x->stats.counters.chunks);
+      }
+    });
+  });
+}
+
 TEST_CASE("staged and register gathers of grad_output rows give bitwise equal updates",
           "[gpu][backward][gather]") {
   // The staged gather (cp.async rings, kernels/backward_runs.cuh) adds the same rows in the same

@@ -109,6 +109,12 @@ TEST_CASE("bench args: backward, defaults and every option", "[cli]") {
   CHECK(command({"backward", "--priority", "transpose"}).backward.priority == "transpose");
   CHECK(command({"backward", "--priority", "forward"}).backward.priority == "forward");
   check_usage_error({"backward", "--priority", "both"}, "--priority: both not in {same,transpose,forward}");
+  // --transpose-keys (cuda::TransposeTuning::keys)
+  CHECK(d.backward.transpose_keys == "auto");
+  CHECK(command({"backward", "--transpose-keys", "row-bits"}).backward.transpose_keys == "row-bits");
+  CHECK(command({"backward", "--transpose-keys", "linear-ids"}).backward.transpose_keys == "linear-ids");
+  check_usage_error({"backward", "--transpose-keys", "rows"},
+                    "--transpose-keys: rows not in {auto,linear-ids,row-bits}");
   CHECK(command({"small-table"}).small_table.only.empty());
   CHECK(command({"small-table", "--only", "E8.L64,small-table"}).small_table.only == "E8.L64,small-table");
 }

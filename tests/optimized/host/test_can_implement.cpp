@@ -179,6 +179,42 @@ TEST_CASE("TransposeOp::can_implement: ok, validate's Status, then N < 2^31", "[
   CHECK(s.message.find("exceeds the CUDA backward limit") != std::string::npos);
 }
 
+TEST_CASE("TransposeTuning::Keys::RowBits where it is not valid: InvalidArgument by name, before "
+          "any allocation", "[can_implement][transpose_keys]") {
+  // No device here: the constructors must throw before they upload anything.
+  using Keys = cuda::TransposeTuning::Keys;
+  auto refused = [](const std::function<void()>& construct, const std::string& why) {
+    try {
+      construct();
+      FAIL("constructed");
+    } catch (const InvalidArgument& e) {
+      INFO(e.what());
+      CHECK(e.argument() == "tuning.transpose.keys");
+      CHECK(std::string(e.what()).find(why) != std::string::npos);
+    }
+  };
+  // valid_forward: feature 2 shares table 0 with feature 0, around feature 1's table 1
+  ForwardCase c = valid_forward();
+  const std::string interleaved = "table 0's features are not consecutive in feature_table_map";
+  refused([&] { cuda::TransposeOp t(c.view(), {Keys::RowBits}); }, interleaved);
+  BackwardCase b = valid_backward();
+  cuda::BackwardTuning knobs;
+  knobs.transpose.keys = Keys::RowBits;
+  refused([&] { cuda::BackwardOp op(b.view(), BackwardStrategy{}, knobs); }, interleaved);
+  // rb + bits(T_tables) > 32: max E_t = 2^31 needs 32 row bits (validate never reads the rows'
+  // data, so the view may claim rows it does not hold)
+  ForwardCase one = valid_forward();
+  one.feature_table_map = {0, 0, 1};
+  ForwardProblem p = one.view();
+  const std::vector<std::int64_t> rows = {std::int64_t{1} << 31, 3};
+  const std::vector<std::int64_t> table_offsets = {0, (std::int64_t{1} << 31) * 4};
+  p.tables.rows = rows;
+  p.tables.table_offsets = table_offsets;
+  REQUIRE(cuda::TransposeOp::can_implement(p).ok());
+  refused([&] { cuda::TransposeOp t(p, {Keys::RowBits}); },
+          "32 row bits (max E_t = 2147483648) + 2 table bits exceed the 32-bit key");
+}
+
 TEST_CASE("BackwardOp::can_implement: ok, validate's Status, then limits and kernels", "[can_implement]") {
   for (DType w : {DType::F32, DType::F16, DType::BF16}) {
     BackwardCase b = valid_backward(w);

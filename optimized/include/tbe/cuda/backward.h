@@ -41,8 +41,10 @@ inline constexpr std::int64_t kBackwardMaxLookups = (std::int64_t{1} << 31) - 1;
 ///   sorted_keys [N] / sorted_values [N] (32-bit values: bag id or lookup position, see
 ///   docs/backward.md); run_keys [N] (first num_runs valid), run_lengths [N] int32,
 ///   run_offsets [N + 1] uint32 (exclusive prefix), num_runs (int32, device).
-/// Keys are 32-bit when K < 2^31 (key_bits = bits of K), else 64-bit; positions outside every bag
-/// carry the sentinel key K and form the last run, which backward skips.
+/// Keys (TransposeTuning::Keys) are linearized ids, 32-bit when K < 2^31 (bits(K) sorted) else
+/// 64-bit, or 32-bit RowBits keys (table · 2^rb + index, rb bits sorted); positions outside every
+/// bag carry the sentinel key (K, or T_tables · 2^rb + 2^rb − 1) and form the last run, which
+/// backward skips.
 struct SortedLookups {
   const void* impl = nullptr;   ///< the producing plan (identity + geometry checks)
   char* workspace = nullptr;    ///< the producing TransposeOp's workspace
@@ -50,6 +52,32 @@ struct SortedLookups {
 };
 
 struct TransposePlan;  // host plan + device metadata (optimized/src/backward_op.cpp)
+
+/// Launch choices of the transpose (TransposeOp, and the one inside BackwardOp): how a lookup's
+/// sort key is built (docs/backward.md "The transpose's keys"). Both keys give the same runs with
+/// the same lookups in the same (position) order, so every later kernel adds the same terms in
+/// the same order: bitwise equal updates (deterministic mode); only the order of the runs
+/// differs, and no result depends on it.
+struct TransposeTuning {
+  enum class Keys : std::uint8_t {
+    /// RowBits where it is valid (below) and needs fewer radix-sort passes than LinearIds, else
+    /// LinearIds. On seed-large (Σ E_t = 3.2 M: 22 key bits, three passes of 8-bit digits) RowBits
+    /// sorts the 17 row bits in two passes of 9-bit digits.
+    Auto,
+    /// key = row_offset[t] + index (FBGEMM's linearized index), K = Σ E_t, bits(K) sorted. Paths
+    /// "bwd.sort.linear_ids".
+    LinearIds,
+    /// key = t · 2^rb + index with rb = bits(max_t E_t): only the rb row bits are sorted (stable),
+    /// so the lookups come out ordered by (index, position); since the positions of one table's
+    /// features are one contiguous range, each (table, index) is still one contiguous run, and
+    /// run-length encoding compares the whole key. Valid when every table's features are
+    /// consecutive in feature_table_map and rb + bits(number of tables) <= 32; otherwise an
+    /// InvalidArgument naming "tuning.transpose.keys" from the constructor. Paths
+    /// "bwd.sort.row_bits".
+    RowBits,
+  };
+  Keys keys = Keys::Auto;
+};
 
 /// The backward's preprocessing as its own operator, so a caller can run it with the forward (the
 /// "hoisted transpose" of FBTriton): bounds check/repair (the problem's mode), linearize
@@ -68,8 +96,9 @@ class TransposeOp {
   /// data pointer): tbe::validate(p) first (its Status unchanged), then the CUDA backward limits
   /// (kBackwardMaxLookups: "lookups.num_indices", then "lookups.offsets").
   static Status can_implement(const ForwardProblem& p);
-  /// Runs can_implement(p) (InvalidArgument(status)), plans, uploads the small metadata.
-  explicit TransposeOp(const ForwardProblem& p);
+  /// Runs can_implement(p) (InvalidArgument(status)), checks `tuning` (InvalidArgument naming
+  /// "tuning.transpose.keys"), plans, uploads the small metadata.
+  explicit TransposeOp(const ForwardProblem& p, const TransposeTuning& tuning = {});
   ~TransposeOp();
   TransposeOp(const TransposeOp&) = delete;
   TransposeOp& operator=(const TransposeOp&) = delete;
@@ -199,6 +228,9 @@ struct BackwardTuning {
   /// 2% against 64, 1.8% against 2), 2 for FP16 (1% faster than 1). 1..64, else an
   /// InvalidArgument naming "tuning.interleave_chunk_every" (checked whatever the launch).
   std::int32_t interleave_chunk_every = 1;
+  /// The keys of the transpose run inside BackwardOp::run (a hoisted SortedLookups keeps the
+  /// keys of the TransposeOp that produced it).
+  TransposeTuning transpose;
 };
 
 struct BackwardPlan;  // host launch plan + device metadata (optimized/src/backward_op.cpp)
@@ -268,7 +300,10 @@ class BackwardOp {
            const SortedLookups& hoisted = {});
 
   /// Synchronizes the stream of the last run(); returns warnings, runs, lookups, the per-path
-  /// counters read back from the device and the paths exercised ("bwd.sort.key32"/"key64",
+  /// counters read back from the device and the paths exercised ("bwd.sort.key32"/"key64" with
+  /// "bwd.sort.row_bits"/"linear_ids" and "bwd.sort.wide_digits" where the sort was dispatched
+  /// with tuning::Preprocess::kWideDigitBits-bit digits (CUB sorts a single tile in one block
+  /// whatever the digit),
   /// "bwd.short", "bwd.long.chunked", "bwd.long.fused", "bwd.psw_grad", "bwd.sr", "bwd.hoisted",
   /// "bwd.nondeterministic", "bwd.group.warp"/"bwd.group.block", "bwd.short.staged"/
   /// "bwd.short.registers" (the short-run kernel instance, BackwardTuning::ShortRuns),

@@ -66,6 +66,9 @@ namespace tbe::cuda {
     "the bad-bag count misses bag 0 when only its start was repaired (offsets[0] outside [0, N])") \
   X(kBwdSortEndBitMaxTable, "bwd_sort_end_bit_max_table", "src/backward_op.cpp: TransposePlan",    \
     "the radix sort's end bit comes from max E_t instead of K = Σ E_t")                            \
+  X(kBwdRowBitsTablesInterleaved, "bwd_row_bits_tables_interleaved", "src/backward_op.cpp: row_bits_of", \
+    "RowBits keys although a table's features are not consecutive: a shared row splits into two "  \
+    "runs, each updating it from the same old value")                                              \
   X(kBwdRleLastRunDropped, "bwd_rle_last_run_dropped",                                             \
     "kernels/backward_preprocess.cu: route_runs; kernels/backward_short.cu: short_runs_group_per_run; " \
     "kernels/backward_interleaved.cu: runs_interleaved",                                           \
