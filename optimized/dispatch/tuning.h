@@ -182,7 +182,7 @@ struct Preprocess {
       static_cast<std::int64_t>(kChunkOrderThreads) * kChunkOrderItems;
   /// The wide digit of the transpose's sort (kernels/backward_preprocess.cu): CUB's onesweep with
   /// 9-bit digits sorts 17 or 18 key bits in two passes where CUB's 8-bit tuning takes three
-  /// (RowBits keys of seed-large: 17 bits). Wider digits do not fit: the ranking keeps
+  /// (RowBits keys of seed-large: 17 bits; also 9 bits in one pass, 25 to 27 in three). Wider digits do not fit: the ranking keeps
   /// 2^bits counters per warp in shared memory (12 warps · 512 · 4 B = 24 KiB at 9 bits).
   static constexpr int kWideDigitBits = 9;
   /// Threads and keys per thread of that onesweep pass (CUB's SM90 tuning of 32-bit keys with

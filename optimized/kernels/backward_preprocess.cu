@@ -105,8 +105,12 @@ void linearize_t(const LinearizeArgs& a, cudaStream_t stream) {
 
 // CUB's onesweep dispatch with its own SM90 tuning of 32-bit keys and values
 // (cub::detail::radix::policy_hub's OnesweepSmallKeyTunedPolicy) except the digit: Bits wide
-// instead of 8, so 17 or 18 key bits take two passes instead of three. The other policies (single
+// instead of 8, so 17 or 18 key bits take two passes instead of three (9 bits one instead of two,
+// 25 to 27 bits three instead of four). The other policies (single
 // tile, the non-onesweep fallbacks) are CUB's. Tied to the toolkit's CCCL (CUDA 13.0's 3.0).
+static_assert(CUB_VERSION / 100 == 3000,
+              "WideDigitPolicyHub reuses cub::detail::radix internals of CCCL 3.0: check them "
+              "against this CUB before changing the toolkit");
 using SortOffset = cub::detail::choose_offset_t<int>;
 
 template <int Bits>

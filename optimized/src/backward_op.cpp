@@ -150,6 +150,7 @@ struct TransposePlan {
   std::int32_t T = 0;
   OutputLayout layout;
   std::vector<std::int64_t> feature_rows;
+  std::vector<std::int64_t> table_rows;  ///< E_t (RowBits keys name tables: compatible() compares)
   // --- transpose geometry ---
   std::int64_t sentinel = 0;  ///< K = Σ E_t (the linearized id of the sentinel run)
   std::int64_t max_runs = 0;  ///< upper bound of R: min(N, K + 1)
@@ -186,6 +187,7 @@ struct TransposePlan {
     T = static_cast<std::int32_t>(p.tables.num_features());
     layout = make_output_layout(p);
 
+    table_rows.assign(p.tables.rows.begin(), p.tables.rows.end());
     std::vector<std::int64_t> table_row_offset(p.tables.num_tables());
     std::int64_t K = 0;
     for (std::int64_t t = 0; t < p.tables.num_tables(); ++t) {
@@ -348,7 +350,8 @@ struct TransposePlan {
     return index_dtype == o.index_dtype && mode == o.mode && pooling == o.pooling &&
            weighted == o.weighted && indices == o.indices && offsets == o.offsets &&
            psw == o.psw && N == o.N && num_offsets == o.num_offsets && sentinel == o.sentinel &&
-           value_kind == o.value_kind && T == o.T;  // (the keys may differ: run() decodes tp's)
+           value_kind == o.value_kind && T == o.T && table_rows == o.table_rows &&
+           feature_rows == o.feature_rows;  // (the keys may differ: run() decodes tp's)
   }
 };
 

@@ -483,7 +483,8 @@ TEST_CASE("transpose keys on a scaled-down seed-large: row bits and linearized i
   // every row bit pattern. T = 4 tables of 100,000 rows: K = 400,000 (19 bits: three passes
   // either way for linearized ids), rb = 17 (two 9-bit passes): Auto takes row bits with the wide
   // digit. T = 2 tables of 60,000 rows: K = 120,000 (17 bits: two 9-bit passes), rb = 16 (two
-  // 8-bit passes): Auto keeps linearized ids, with the wide digit.
+  // 8-bit passes): Auto keeps linearized ids, with the wide digit. T = 2 tables of 256 rows: one
+  // 9-bit pass of row bits against two 8-bit passes of linearized ids.
   using Keys = cuda::TransposeTuning::Keys;
   struct Shape {
     std::int64_t T, E;
@@ -491,7 +492,9 @@ TEST_CASE("transpose keys on a scaled-down seed-large: row bits and linearized i
     bool rows_wide, linear_wide;
   };
   for (const Shape sh : {Shape{4, 100000, "bwd.sort.row_bits", true, false},
-                         Shape{2, 60000, "bwd.sort.linear_ids", false, true}}) {
+                         Shape{2, 60000, "bwd.sort.linear_ids", false, true},
+                         // K = 512 (10 bits: two passes), rb = 9: one 9-bit pass (odd count)
+                         Shape{2, 256, "bwd.sort.row_bits", true, false}}) {
     DYNAMIC_SECTION("T = " << sh.T << ", E = " << sh.E) {
       WorkloadSpec spec = named_workload("seed-large", 2048);
       spec.T = sh.T;
@@ -536,6 +539,52 @@ TEST_CASE("transpose keys on a scaled-down seed-large: row bits and linearized i
       }
     }
   }
+}
+
+TEST_CASE("transpose keys: sentinel lookups among the rows (NONE, out-of-range indices), E a "
+          "power of two, row bits and linearized ids give the same bits", "[gpu][backward][transpose_keys]") {
+  // Bounds-check NONE with out-of-range indices (a broken promise: those lookups get no gradient)
+  // puts sentinel keys between the lookups of rows 0 and E - 1 of both tables. With E = 1024 the
+  // row bits are rb = 11: a sentinel whose row bits equal a row's (rb one too small, or the
+  // sentinel's row bits 0) would sort into that row's lookups and split its run, and the split
+  // row would get two updates from the same old value.
+  const std::int64_t E = 1024, B = 1024, L = 8;
+  BackwardCase c;
+  ForwardCase& f = c.forward;
+  f.set_tables(DType::F32, {E, E}, {64, 64});
+  f.feature_table_map = {0, 1};
+  Rng rng(77, 3);
+  for (std::int64_t p = 0; p < 2 * B * L; ++p)
+    f.indices.push_back(p % 97 == 5   ? E + 3
+                        : p % 89 == 7 ? -1
+                        : p % 3 == 0  ? 0
+                        : p % 5 == 0  ? E - 1
+                                      : rng.uniform_int(E));
+  for (std::int64_t k = 0; k <= 2 * B; ++k) f.offsets.push_back(k * L);
+  f.batch_size = B;
+  f.index_dtype = DType::I64;
+  f.options.pooling = PoolingMode::Sum;
+  f.options.bounds_check = BoundsCheckMode::None;
+  f.options.policy = make_policy(PolicyKind::SeedDefault, DType::F32, DType::F32);
+  fill_weights(f, 5);
+  c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+  c.options.optimizer.learning_rate = 0.01;
+  fill_grad_output(c, 6, false);
+  c.reset_momentum();
+  BackwardRunOptions lin, rows;
+  lin.transpose.keys = cuda::TransposeTuning::Keys::LinearIds;
+  rows.transpose.keys = cuda::TransposeTuning::Keys::RowBits;
+  const BackwardOutcome l = run_backward_gpu(c, lin);
+  const BackwardOutcome r = run_backward_gpu(c, rows);
+  REQUIRE(l.kind == BackwardOutcome::Kind::Ok);
+  REQUIRE(r.kind == BackwardOutcome::Kind::Ok);
+  INFO(paths(r.stats));
+  CHECK(has_path(r, "bwd.sort.row_bits"));
+  CHECK(has_path(l, "bwd.sort.linear_ids"));
+  CHECK(r.weights == l.weights);
+  CHECK(r.momentum == l.momentum);
+  CHECK(r.stats.runs == l.stats.runs);
+  CHECK(r.weights != c.forward.weights);  // rows 0 and E - 1 were updated
 }
 
 TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[gpu][backward][bounds]") {

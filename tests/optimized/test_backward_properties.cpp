@@ -394,11 +394,19 @@ TEST_CASE("backward repairs malformed input like the reference", "[gpu][backward
                                                    BoundsCheckMode::Fatal);
     BackwardCase c = gen_backward_case(
         mode, false, *rc::gen::element(DimRule::Any, DimRule::MultipleOf4, DimRule::Staged));
+    // the transpose's keys (cuda::TransposeTuning::Keys): RowBits where the map allows it
+    using Keys = cuda::TransposeTuning::Keys;
+    const bool row_bits_map = *rc::gen::arbitrary<bool>();
+    if (row_bits_map) std::sort(c.forward.feature_table_map.begin(), c.forward.feature_table_map.end());
     gen_malform(c.forward);
     BackwardRunOptions o;
     o.strategy = gen_strategy();
     o.in_place = *rc::gen::arbitrary<bool>();
     o.hoisted = *rc::gen::arbitrary<bool>();
+    const Keys keys = row_bits_map ? *rc::gen::element(Keys::Auto, Keys::RowBits, Keys::LinearIds)
+                                   : *rc::gen::element(Keys::Auto, Keys::LinearIds);
+    (o.hoisted ? o.hoisted_transpose : o.transpose).keys = keys;
+    RC_CLASSIFY(keys == Keys::RowBits, "row bits forced");
     o.want_psw = !c.forward.per_sample_weights.empty();
     RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << "\n";
     BackwardFailureRecorder rec("backward-malformed", c, o.strategy, o.hoisted);

@@ -60,8 +60,8 @@ struct TransposePlan;  // host plan + device metadata (optimized/src/backward_op
 /// differs, and no result depends on it.
 struct TransposeTuning {
   enum class Keys : std::uint8_t {
-    /// RowBits where it is valid (below) and needs fewer radix-sort passes than LinearIds, else
-    /// LinearIds. On seed-large (Σ E_t = 3.2 M: 22 key bits, three passes of 8-bit digits) RowBits
+    /// RowBits where it is valid (below) and needs fewer radix-sort passes than LinearIds (or
+    /// LinearIds would need 64-bit keys, K >= 2^31), else LinearIds. On seed-large (Σ E_t = 3.2 M: 22 key bits, three passes of 8-bit digits) RowBits
     /// sorts the 17 row bits in two passes of 9-bit digits.
     Auto,
     /// key = row_offset[t] + index (FBGEMM's linearized index), K = Σ E_t, bits(K) sorted. Paths
