@@ -97,8 +97,7 @@ void add_backward(CLI::App& app, BackwardArgs& a) {
       ->type_name("STREAM");
   sub->add_option("--transpose-keys", a.transpose_keys,
                   "cuda::TransposeTuning::keys of every variant's transpose, inline and hoisted "
-                  "(auto: row bits where valid and fewer sort passes, the default; linear-ids; "
-                  "row-bits)")
+                  "(auto, the default: linear ids; linear-ids; row-bits)")
       ->check(CLI::IsMember({"auto", "linear-ids", "row-bits"}))
       ->type_name("KEYS");
   cli::add_decimal(*sub, "--interleave-chunk-every", "N", a.interleave_chunk_every, std::int32_t{1},

@@ -29,10 +29,9 @@ const std::vector<std::string>& required_paths(PathFamily f) {
   // and every long-route row of the main job's seed-large slices, N ~ 1.3 M lookups, has more than
   // the one CTA's 9216 chunk slots (H200, session 14); tests/optimized [chunk_order] forces both
   // and compares them bit for bit, and the fuzz campaign's small cases reach the one-CTA sort)
-  // (not the transpose's keys, bwd.sort.row_bits / .linear_ids / .wide_digits: which keys run
-  // follows E and the feature map — the shared-table rows keep linearized ids, and at a small
-  // --batch the scaled E gives both keys the same number of sort passes; tests/optimized
-  // [transpose_keys] forces both and compares them bit for bit)
+  // (not the transpose's keys, bwd.sort.row_bits / .linear_ids / .wide_digits: Auto takes
+  // linearized ids, whose digit follows Σ E_t; tests/optimized [transpose_keys] forces both keys
+  // and both digits and compares them bit for bit)
   static const std::vector<std::string> backward = {
       "bwd.sort.key32", "bwd.short",      "bwd.long.chunked", "bwd.long.fused",
       "bwd.sr",         "bwd.psw_grad",   "bwd.group.warp",   "bwd.group.block",

@@ -104,9 +104,6 @@ struct RunArgs {
   const std::int32_t* pos_bag = nullptr;
   const double* pos_scale = nullptr;
   bool key32 = true;
-  /// 0: run keys are linearized ids; rb > 0: RowBits keys t · 2^rb + index (32-bit), decoded by
-  /// run_key (kernels/backward_runs.cuh) into the linearized id
-  std::int32_t key_row_bits = 0;
   std::int64_t sentinel = 0;            ///< K = Σ E_t: the linearized id of the sentinel run
   SortedValue value_kind = SortedValue::Bag;
   // --- grad_output addressing (bag -> output row, as the forward's segments) ---
@@ -233,6 +230,37 @@ struct SortRleArgs {
 std::size_t transpose_temp_bytes(bool key32, std::int64_t n, int digit_bits);
 void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStream_t stream);
 void launch_sort_rle(const SortRleArgs& a, cudaStream_t stream);
+
+/// RowBits keys (TransposeTuning::Keys, docs/backward.md "The transpose's keys"): the row-bit
+/// sort leaves the runs ordered by (row, table); this puts them back in (table, row) order, the
+/// order of linearized ids, whose consecutive runs share a feature's grad_output rows in L2, and
+/// rewrites their keys as linearized ids, so the run kernels see the runs LinearIds gives (their
+/// lookups stay where the row-bit sort put them: only run_offsets differs). The R runs are sorted
+/// by key (cub::DeviceRadixSort over max_runs slots, the slots past R padded with the largest
+/// key), then gathered.
+struct RunOrderArgs {
+  std::int32_t row_bits = 0;                       ///< rb
+  std::int32_t num_tables = 0;
+  const std::int64_t* table_row_offset = nullptr;  ///< [num_tables] linearized id of row 0
+  std::int64_t sentinel = 0;                       ///< K: the sentinel run's linearized id
+  std::int64_t max_runs = 0;
+  const std::int32_t* num_runs = nullptr;          ///< device scalar R
+  std::uint32_t* run_keys = nullptr;     ///< [max_runs] in: RowBits keys (RLE); out: ids, table order
+  const std::int32_t* run_lengths = nullptr;   ///< [max_runs] row order (RLE)
+  const std::uint32_t* run_offsets = nullptr;  ///< [max_runs] row order (scan)
+  std::int32_t* lengths_out = nullptr;         ///< [max_runs] table order
+  std::uint32_t* offsets_out = nullptr;        ///< [max_runs] table order
+  std::uint32_t* sort_keys_in = nullptr;       ///< [max_runs] scratch
+  std::uint32_t* sort_keys_out = nullptr;      ///< [max_runs] scratch
+  std::uint32_t* perm_in = nullptr;            ///< [max_runs] scratch
+  std::uint32_t* perm_out = nullptr;           ///< [max_runs] scratch
+  int end_bit = 32;                            ///< bits of the largest RowBits key
+  int digit_bits = 8;
+  void* temp = nullptr;                        ///< runs_order_temp_bytes(max_runs, digit_bits)
+  std::size_t temp_bytes = 0;
+};
+std::size_t runs_order_temp_bytes(std::int64_t max_runs, int digit_bits);
+void launch_runs_to_table_order(const RunOrderArgs& a, cudaStream_t stream);
 /// Router: splits runs into short (counted) and long (listed with their chunks, each with the
 /// sorted value of its first lookup as a locality key; unused key slots must hold 0xffffffff).
 void launch_route(const RunArgs& a, cudaStream_t stream);

@@ -13,6 +13,8 @@
 //  3. cub::DeviceRunLengthEncode::Encode -> unique keys, SL, number of runs (device scalar);
 //  4. cub::DeviceScan::ExclusiveSum of SL -> run offsets. CUB is sized by upper bounds (N items to
 //     sort and encode, min(N, K + 1) runs to scan); nothing is read back to the host.
+//  4b. RowBits keys only: the runs back in (table, row) order, keys rewritten as linearized ids
+//     (runs_pad_keys, a sort of the R <= K + 1 run keys, runs_table_order; RunOrderArgs);
 //  5. route: runs with SL >= threshold are listed (slot, chunk range) for the long-run kernels
 //     (atomic slot allocation; a run's result does not depend on its slot), the rest counted.
 #include <cub/block/block_radix_sort.cuh>
@@ -197,6 +199,32 @@ void sort_rle_t(const SortRleArgs& a, cudaStream_t stream) {
              "cub::DeviceScan::ExclusiveSum");
 }
 
+// --- RowBits keys: the runs back in (table, row) order (RunOrderArgs) ---
+__global__ void __launch_bounds__(kBlock) runs_pad_keys(const RunOrderArgs a) {
+  const std::int64_t R = *a.num_runs;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kBlock;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; r < a.max_runs;
+       r += stride) {
+    a.sort_keys_in[r] = r < R ? a.run_keys[r] : 0xffffffffu;  // past R: sorts last, never read
+    a.perm_in[r] = static_cast<std::uint32_t>(r);
+  }
+}
+
+__global__ void __launch_bounds__(kBlock) runs_table_order(const RunOrderArgs a) {
+  const std::int64_t R = *a.num_runs;
+  const std::uint32_t mask = (1u << a.row_bits) - 1u;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kBlock;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x; r < R;
+       r += stride) {
+    const std::uint32_t k = a.sort_keys_out[r], from = a.perm_out[r];
+    const std::uint32_t t = k >> a.row_bits;
+    a.run_keys[r] = static_cast<std::uint32_t>(
+        t < static_cast<std::uint32_t>(a.num_tables) ? a.table_row_offset[t] + (k & mask) : a.sentinel);
+    a.lengths_out[r] = a.run_lengths[from];
+    a.offsets_out[r] = a.run_offsets[from];
+  }
+}
+
 // --- router: one thread per run (grid-stride up to the device count R) ---
 __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
@@ -316,6 +344,26 @@ void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStrea
     if (key32) linearize_t<Idx, std::uint32_t>(a, stream);
     else linearize_t<Idx, std::uint64_t>(a, stream);
   });
+}
+
+std::size_t runs_order_temp_bytes(std::int64_t max_runs, int digit_bits) {
+  std::size_t bytes = 0;
+  sort_pairs<std::uint32_t>(nullptr, bytes, digit_bits, nullptr, nullptr, nullptr, nullptr,
+                            static_cast<int>(max_runs), 32, nullptr);
+  return bytes;
+}
+
+void launch_runs_to_table_order(const RunOrderArgs& a, cudaStream_t stream) {
+  if (a.max_runs == 0) return;
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<std::int64_t>((a.max_runs + kBlock - 1) / kBlock, std::int64_t{1} << 16));
+  runs_pad_keys<<<blocks, kBlock, 0, stream>>>(a);
+  check_launch("runs_pad_keys");
+  std::size_t bytes = a.temp_bytes;
+  sort_pairs<std::uint32_t>(a.temp, bytes, a.digit_bits, a.sort_keys_in, a.sort_keys_out, a.perm_in,
+                            a.perm_out, static_cast<int>(a.max_runs), a.end_bit, stream);
+  runs_table_order<<<blocks, kBlock, 0, stream>>>(a);
+  check_launch("runs_table_order");
 }
 
 void launch_sort_rle(const SortRleArgs& a, cudaStream_t stream) {

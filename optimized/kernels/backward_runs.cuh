@@ -154,16 +154,8 @@ __device__ __forceinline__ void store4(T* p, bool vec, int n, const T (&x)[4]) {
     if (i < n) p[i] = x[i];
 }
 
-/// The linearized id of run i (K = a.sentinel for the sentinel run): RowBits keys t · 2^rb + index
-/// decoded through the table's row offset (docs/backward.md "The transpose's keys").
+/// The linearized id of run i (K = a.sentinel for the sentinel run).
 __device__ __forceinline__ std::int64_t run_key(const RunArgs& a, std::int64_t i) {
-  if (a.key_row_bits > 0) {
-    const std::uint32_t k = static_cast<const std::uint32_t*>(a.run_keys)[i];
-    const std::uint32_t t = k >> a.key_row_bits;
-    return t < static_cast<std::uint32_t>(a.num_tables)
-               ? a.tables[t].row_offset + static_cast<std::int64_t>(k & ((1u << a.key_row_bits) - 1u))
-               : a.sentinel;
-  }
   return a.key32 ? static_cast<std::int64_t>(static_cast<const std::uint32_t*>(a.run_keys)[i])
                  : TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]) & ((std::int64_t{1} << 40) - 1), static_cast<std::int64_t>(static_cast<const std::uint64_t*>(a.run_keys)[i]));
 }

@@ -89,11 +89,13 @@ int bits_above(std::int64_t x) {
 /// consecutive in feature_table_map (then one table's lookups are one contiguous range of
 /// positions, so sorting only the row bits keeps each (table, row) contiguous) and rb +
 /// bits(T_tables) <= 32 (one sentinel table slot above the tables; rb = bits(max E_t) leaves the
-/// row bits 2^rb − 1 free for the sentinel). Auto takes it where it needs fewer sort passes.
-/// Forced where it is not valid: InvalidArgument naming "tuning.transpose.keys".
+/// row bits 2^rb − 1 free for the sentinel) and K < 2^31 (the runs get 32-bit linearized ids back,
+/// RunOrderArgs). Only where asked for (Keys::RowBits; Auto is LinearIds); where it is not valid:
+/// InvalidArgument naming "tuning.transpose.keys".
 int row_bits_of(const ForwardProblem& p, const TransposeTuning& tuning) {
   using Keys = TransposeTuning::Keys;
-  if (tuning.keys == Keys::LinearIds || TBE_MUTANT_HOST(kBwdSharedRowsTwice)) return 0;
+  // Auto: linearized ids (RowBits measured no faster on seed-large, docs/backward.md)
+  if (tuning.keys != Keys::RowBits || TBE_MUTANT_HOST(kBwdSharedRowsTwice)) return 0;
   const TableBatchView& tables = p.tables;
   std::int64_t K = 0, max_rows = 0;
   for (const std::int64_t e : tables.rows) {
@@ -111,6 +113,8 @@ int row_bits_of(const ForwardProblem& p, const TransposeTuning& tuning) {
       why = "table " + std::to_string(t) + "'s features are not consecutive in feature_table_map "
             "(feature " + std::to_string(f) + " comes after another table's)";
   }
+  if (why.empty() && K >= (std::int64_t{1} << 31))
+    why = "Σ E_t < 2^31 (the runs' keys become 32-bit linearized ids), not " + std::to_string(K);
   if (why.empty() && rb + tb > 32)
     why = std::to_string(rb) + " row bits (max E_t = " + std::to_string(max_rows) + ") + " +
           std::to_string(tb) + " table bits exceed the 32-bit key";
@@ -118,16 +122,6 @@ int row_bits_of(const ForwardProblem& p, const TransposeTuning& tuning) {
     if (tuning.keys == Keys::RowBits)
       throw InvalidArgument("tuning.transpose.keys", "tuning.transpose.keys: RowBits needs " + why);
     return 0;
-  }
-  if (tuning.keys == Keys::Auto) {
-    // linearized ids: bits(K) sorted, 32-bit keys when K < 2^31 (64-bit keys: CUB's 8-bit digits
-    // over twice the key bytes)
-    const int linear_bits = bits_above(K);
-    const bool linear32 = K < (std::int64_t{1} << 31);
-    const int linear_passes = detail::radix_sort_passes(
-        linear_bits, linear32 ? detail::transpose_digit_bits(linear_bits) : 8);
-    const int row_passes = detail::radix_sort_passes(rb, detail::transpose_digit_bits(rb));
-    if (linear32 && row_passes >= linear_passes) return 0;
   }
   return rb;
 }
@@ -159,16 +153,19 @@ struct TransposePlan {
   std::int64_t sentinel_key = 0;  ///< the key linearize writes for the sentinel run
   int end_bit = 1;
   int digit_bits = 8;         ///< the sort's digit (transpose_digit_bits)
+  int run_key_bits = 0, run_digit_bits = 8;  ///< RowBits: the run-order sort's bits and digit
   SortedValue value_kind = SortedValue::Bag;
   // --- device metadata ---
   void* d_meta = nullptr;
   FeatureMeta* d_features = nullptr;
   std::int64_t* d_feature_key_base = nullptr;  ///< [T] LinearizeArgs::feature_key_base
+  std::int64_t* d_table_row_offset = nullptr;  ///< [num_tables] linearized id of row 0
   std::int64_t* d_feature_first_bag = nullptr;
   // --- workspace layout (byte offsets) ---
   std::size_t ws_counters = 0, ws_offsets = 0, ws_scan = 0, scan_bytes = 0, ws_keys_in = 0,
               ws_keys_out = 0, ws_vals_in = 0, ws_vals_out = 0, ws_pos_bag = 0, ws_pos_scale = 0,
               ws_run_keys = 0, ws_run_lengths = 0, ws_run_offsets = 0, ws_num_runs = 0,
+              ws_perm_in = 0, ws_perm_out = 0,
               ws_temp = 0, temp_bytes = 0, ws_total = 0;
   std::size_t ws_bounds_total = 0;  ///< the bounds part alone (counters, offsets, scan): enqueue_bounds
 
@@ -209,12 +206,13 @@ struct TransposePlan {
     digit_bits = key32 ? detail::transpose_digit_bits(end_bit) : 8;
     sentinel_key = K;
     std::vector<std::int64_t> key_base = table_row_offset;  // per table, linearized ids
-    if (const int rb = row_bits_of(p, tuning); rb > 0) {
-      key32 = true;  // rb + bits(T_tables) <= 32
+    if (const int rb = row_bits_of(p, tuning); rb > 0) {  // (K < 2^31: key32 already)
       row_bits = rb;
       end_bit = rb;
       digit_bits = detail::transpose_digit_bits(rb);
       sentinel_key = (p.tables.num_tables() << rb) | ((std::int64_t{1} << rb) - 1);
+      run_key_bits = bits_above(sentinel_key);
+      run_digit_bits = detail::transpose_digit_bits(run_key_bits);
       for (std::size_t t = 0; t < key_base.size(); ++t)
         key_base[t] = static_cast<std::int64_t>(t) << rb;
     }
@@ -235,11 +233,13 @@ struct TransposePlan {
     const std::size_t o_fro = up.add(feature_key_base.data(), feature_key_base.size() * 8);
     const std::size_t o_ffb =
         up.add(layout.feature_bag_offset.data(), layout.feature_bag_offset.size() * 8);
+    const std::size_t o_tro = up.add(table_row_offset.data(), table_row_offset.size() * 8);
     d_meta = up.upload("upload transpose metadata");
     char* base = static_cast<char*>(d_meta);
     d_features = reinterpret_cast<FeatureMeta*>(base + o_feat);
     d_feature_key_base = reinterpret_cast<std::int64_t*>(base + o_fro);
     d_feature_first_bag = reinterpret_cast<std::int64_t*>(base + o_ffb);
+    d_table_row_offset = reinterpret_cast<std::int64_t*>(base + o_tro);
 
     const std::size_t isz = dtype_size(index_dtype);
     const std::size_t ksz = key32 ? 4 : 8;
@@ -264,7 +264,13 @@ struct TransposePlan {
     ws_run_lengths = L.add(r * 4);
     ws_run_offsets = L.add((r + 1) * 4);
     ws_num_runs = L.add(sizeof(std::int32_t));
+    // RowBits: the run order's permutation (the sort's other scratch and the reordered lengths
+    // and offsets reuse the lookups' sort buffers, free by then: RunOrderArgs)
+    ws_perm_in = L.add(row_bits > 0 ? r * 4 : 0);
+    ws_perm_out = L.add(row_bits > 0 ? r * 4 : 0);
     temp_bytes = N > 0 ? detail::transpose_temp_bytes(key32, N, digit_bits) : 0;
+    if (row_bits > 0 && N > 0)
+      temp_bytes = std::max(temp_bytes, detail::runs_order_temp_bytes(max_runs, run_digit_bits));
     ws_temp = L.add(temp_bytes);
     ws_total = L.total;
   }
@@ -343,6 +349,38 @@ struct TransposePlan {
     r.temp = ws + ws_temp;
     r.temp_bytes = temp_bytes;
     detail::launch_sort_rle(r, s);
+    if (row_bits > 0 && N > 0) {  // the runs back in (table, row) order, keys as linearized ids
+      detail::RunOrderArgs o;
+      o.row_bits = row_bits;
+      o.num_tables = static_cast<std::int32_t>(table_rows.size());
+      o.table_row_offset = d_table_row_offset;
+      o.sentinel = sentinel;
+      o.max_runs = max_runs;
+      o.num_runs = r.num_runs;
+      o.run_keys = static_cast<std::uint32_t*>(r.run_keys);
+      o.run_lengths = r.run_lengths;
+      o.run_offsets = r.run_offsets;
+      o.lengths_out = run_lengths_at(ws);
+      o.offsets_out = run_offsets_at(ws);
+      o.sort_keys_in = reinterpret_cast<std::uint32_t*>(ws + ws_keys_in);
+      o.sort_keys_out = reinterpret_cast<std::uint32_t*>(ws + ws_keys_out);
+      o.perm_in = reinterpret_cast<std::uint32_t*>(ws + ws_perm_in);
+      o.perm_out = reinterpret_cast<std::uint32_t*>(ws + ws_perm_out);
+      o.end_bit = run_key_bits;
+      o.digit_bits = run_digit_bits;
+      o.temp = ws + ws_temp;
+      o.temp_bytes = temp_bytes;
+      detail::launch_runs_to_table_order(o, s);
+    }
+  }
+
+  /// The runs' lengths and offsets the run kernels read: the RLE's and the scan's, or (RowBits)
+  /// the ones in (table, row) order, written over the lookups' sort input (free by then).
+  std::int32_t* run_lengths_at(char* ws) const {
+    return reinterpret_cast<std::int32_t*>(ws + (row_bits > 0 ? ws_keys_in : ws_run_lengths));
+  }
+  std::uint32_t* run_offsets_at(char* ws) const {
+    return reinterpret_cast<std::uint32_t*>(ws + (row_bits > 0 ? ws_vals_in : ws_run_offsets));
   }
 
   /// Same lookups and transpose geometry (for a hoisted SortedLookups).
@@ -766,11 +804,10 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
 
   detail::RunArgs a = P.run;
   a.key32 = tp->key32;
-  a.key_row_bits = tp->row_bits;
   if (!P.no_sort) {  // the transpose's outputs (without the sort, only its bounds part exists)
     a.run_keys = tws + tp->ws_run_keys;
-    a.run_lengths = reinterpret_cast<const std::int32_t*>(tws + tp->ws_run_lengths);
-    a.run_offsets = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_run_offsets);
+    a.run_lengths = tp->run_lengths_at(tws);
+    a.run_offsets = tp->run_offsets_at(tws);
     a.num_runs = reinterpret_cast<const std::int32_t*>(tws + tp->ws_num_runs);
     a.sorted_values = reinterpret_cast<const std::uint32_t*>(tws + tp->ws_vals_out);
     a.pos_bag = reinterpret_cast<const std::int32_t*>(tws + tp->ws_pos_bag);

@@ -249,12 +249,9 @@ int bits_above(std::int64_t x) {
   return b;
 }
 
-/// Passes of the transpose's radix sort over `bits` key bits as docs/backward.md "The transpose's
-/// keys" states the rule: 9-bit digits where they save a pass over 8-bit ones.
-int sort_passes(int bits) {
-  const int p8 = (bits + 7) / 8, p9 = (bits + 8) / 9;
-  return std::min(p8, p9);
-}
+/// Whether the transpose sorts `bits` key bits with 9-bit digits, as docs/backward.md "The
+/// transpose's keys" states the rule: where they take fewer passes than 8-bit ones.
+bool wide_digits(int bits) { return (bits + 8) / 9 < (bits + 7) / 8; }
 
 /// Whether every table's features are consecutive in feature_table_map.
 bool tables_consecutive(const std::vector<std::int32_t>& map) {
@@ -271,13 +268,14 @@ bool tables_consecutive(const std::vector<std::int32_t>& map) {
 
 TEST_CASE("linearized-id and row-bit sort keys give bitwise equal updates, inline or hoisted",
           "[gpu][backward][transpose_keys]") {
-  // cuda::TransposeTuning::Keys: RowBits keys (t · 2^rb + index, only the rb row bits sorted)
-  // give the same runs with the same lookups in the same position order as linearized ids; only
-  // the order of the runs differs, which no result depends on. A hoisted transpose may use other
-  // keys than the backward's own: run() decodes the keys it is handed.
+  // cuda::TransposeTuning::Keys: RowBits keys (t · 2^rb + index, only the rb row bits sorted, the
+  // runs then put back in (table, row) order with linearized ids) give the same runs with the
+  // same lookups in the same position order as linearized ids. A hoisted transpose may use other
+  // keys than the backward's own.
   using Keys = cuda::TransposeTuning::Keys;
-  rc::prop("Keys::LinearIds == RowBits == Auto, inline and hoisted across keys, bitwise; Auto's "
-           "rule; RowBits refused by name where a table's features are not consecutive", [] {
+  rc::prop("Keys::LinearIds == RowBits == Auto, inline and hoisted across keys, bitwise; Auto "
+           "takes LinearIds; the digit's rule; RowBits refused by name where a table's features "
+           "are not consecutive", [] {
     const bool consecutive_map = *rc::gen::arbitrary<bool>();
     BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, *rc::gen::arbitrary<bool>(),
                                        DimRule::Any);
@@ -304,7 +302,7 @@ TEST_CASE("linearized-id and row-bit sort keys give bitwise equal updates, inlin
         max_rows = std::max(max_rows, e);
       }
       const int rb = bits_above(max_rows);
-      const bool valid = tables_consecutive(c.forward.feature_table_map) &&
+      const bool valid = tables_consecutive(c.forward.feature_table_map) && K < (std::int64_t{1} << 31) &&
                          rb + bits_above(static_cast<std::int64_t>(c.forward.rows.size())) <= 32;
       const BackwardOutcome auto_run = run_backward_gpu(c, o);
       const BackwardOutcome a = run_backward_gpu(c, lin);
@@ -314,10 +312,10 @@ TEST_CASE("linearized-id and row-bit sort keys give bitwise equal updates, inlin
       verify_judged(c, a);
       const bool sorted = has_path(a.stats, "bwd.sort.key32");
       RC_ASSERT(has_path(a.stats, "bwd.sort.linear_ids") == sorted);
-      const bool auto_rows = valid && sort_passes(rb) < sort_passes(bits_above(K));
-      RC_ASSERT(has_path(auto_run.stats, "bwd.sort.row_bits") == (sorted && auto_rows));
-      RC_ASSERT(has_path(auto_run.stats, "bwd.sort.linear_ids") == (sorted && !auto_rows));
-      RC_CLASSIFY(sorted && auto_rows, "Auto: row bits");
+      RC_ASSERT(has_path(auto_run.stats, "bwd.sort.linear_ids") == sorted);  // Auto: LinearIds
+      RC_ASSERT(!has_path(auto_run.stats, "bwd.sort.row_bits"));
+      RC_ASSERT(has_path(a.stats, "bwd.sort.wide_digits") == (sorted && wide_digits(bits_above(K))));
+      RC_CLASSIFY(sorted && wide_digits(bits_above(K)), "linearized ids, 9-bit digits");
       RC_CLASSIFY(!valid, "tables not consecutive");
       std::vector<const BackwardOutcome*> same = {&auto_run};
       const BackwardOutcome b = run_backward_gpu(c, rows);
@@ -331,6 +329,7 @@ TEST_CASE("linearized-id and row-bit sort keys give bitwise equal updates, inlin
       } else {
         for (const BackwardOutcome* x : {&b, &bh, &ah}) RC_ASSERT(x->kind == BackwardOutcome::Kind::Ok);
         RC_ASSERT(has_path(b.stats, "bwd.sort.row_bits") == sorted);
+        RC_ASSERT(has_path(b.stats, "bwd.sort.wide_digits") == (sorted && wide_digits(rb)));
         RC_ASSERT(has_path(bh.stats, "bwd.sort.row_bits") == sorted);  // the hoisted keys
         RC_ASSERT(has_path(ah.stats, "bwd.sort.linear_ids") == sorted);
         same.insert(same.end(), {&b, &bh, &ah});

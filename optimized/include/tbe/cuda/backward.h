@@ -42,9 +42,9 @@ inline constexpr std::int64_t kBackwardMaxLookups = (std::int64_t{1} << 31) - 1;
 ///   docs/backward.md); run_keys [N] (first num_runs valid), run_lengths [N] int32,
 ///   run_offsets [N + 1] uint32 (exclusive prefix), num_runs (int32, device).
 /// Keys (TransposeTuning::Keys) are linearized ids, 32-bit when K < 2^31 (bits(K) sorted) else
-/// 64-bit, or 32-bit RowBits keys (table · 2^rb + index, rb bits sorted); positions outside every
-/// bag carry the sentinel key (K, or T_tables · 2^rb + 2^rb − 1) and form the last run, which
-/// backward skips.
+/// 64-bit, or 32-bit RowBits keys (table · 2^rb + index, rb bits sorted; the run keys are
+/// linearized ids again); positions outside every bag carry the sentinel key (K, or T_tables ·
+/// 2^rb + 2^rb − 1) and form the last run, which backward skips.
 struct SortedLookups {
   const void* impl = nullptr;   ///< the producing plan (identity + geometry checks)
   char* workspace = nullptr;    ///< the producing TransposeOp's workspace
@@ -54,25 +54,28 @@ struct SortedLookups {
 struct TransposePlan;  // host plan + device metadata (optimized/src/backward_op.cpp)
 
 /// Launch choices of the transpose (TransposeOp, and the one inside BackwardOp): how a lookup's
-/// sort key is built (docs/backward.md "The transpose's keys"). Both keys give the same runs with
-/// the same lookups in the same (position) order, so every later kernel adds the same terms in
-/// the same order: bitwise equal updates (deterministic mode); only the order of the runs
-/// differs, and no result depends on it.
+/// sort key is built (docs/backward.md "The transpose's keys"). Both keys hand the run kernels
+/// the same runs (one per unique (table, row), in (table, row) order, keyed by linearized ids),
+/// each with the same lookups in the same (position) order, so every later kernel adds the same
+/// terms in the same order: bitwise equal updates (deterministic mode).
 struct TransposeTuning {
   enum class Keys : std::uint8_t {
-    /// RowBits where it is valid (below) and needs fewer radix-sort passes than LinearIds (or
-    /// LinearIds would need 64-bit keys, K >= 2^31), else LinearIds. On seed-large (Σ E_t = 3.2 M: 22 key bits, three passes of 8-bit digits) RowBits
-    /// sorts the 17 row bits in two passes of 9-bit digits.
+    /// LinearIds. RowBits sorts seed-large's lookups in two 9-bit passes instead of three
+    /// (17 row bits against 22), but measured no faster there (H100, session 24,
+    /// bench/results/README.md): the transpose 2.81 against 2.95 ms, the run kernels 9.33 against
+    /// 9.24 (their runs' lookups no longer follow one another in memory).
     Auto,
-    /// key = row_offset[t] + index (FBGEMM's linearized index), K = Σ E_t, bits(K) sorted. Paths
+    /// key = row_offset[t] + index (FBGEMM's linearized index), K = Σ E_t, bits(K) sorted. Path
     /// "bwd.sort.linear_ids".
     LinearIds,
-    /// key = t · 2^rb + index with rb = bits(max_t E_t): only the rb row bits are sorted (stable),
-    /// so the lookups come out ordered by (index, position); since the positions of one table's
-    /// features are one contiguous range, each (table, index) is still one contiguous run, and
-    /// run-length encoding compares the whole key. Valid when every table's features are
-    /// consecutive in feature_table_map and rb + bits(number of tables) <= 32; otherwise an
-    /// InvalidArgument naming "tuning.transpose.keys" from the constructor. Paths
+    /// key = t · 2^rb + index with rb = bits(max_t E_t): only the rb row bits of the N lookups are
+    /// sorted (stable), so they come out ordered by (index, position); since the positions of one
+    /// table's features are one contiguous range, each (table, index) is still one contiguous
+    /// run, and run-length encoding compares the whole key. The R <= K + 1 runs are then sorted
+    /// back into (table, row) order by their keys and rewritten as linearized ids (consecutive
+    /// runs of one feature share its grad_output rows in L2). Valid when every table's features
+    /// are consecutive in feature_table_map, K < 2^31 and rb + bits(number of tables) <= 32;
+    /// otherwise an InvalidArgument naming "tuning.transpose.keys" from the constructor. Path
     /// "bwd.sort.row_bits".
     RowBits,
   };
