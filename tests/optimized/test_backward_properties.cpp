@@ -253,6 +253,13 @@ int bits_above(std::int64_t x) {
 /// transpose's keys" states the rule: where they take fewer passes than 8-bit ones.
 bool wide_digits(int bits) { return (bits + 8) / 9 < (bits + 7) / 8; }
 
+/// Sorts the case's feature_table_map (every table's features consecutive, as RowBits keys need),
+/// then draws grad_output anew for the layout the new map gives (a feature's D may change).
+void make_tables_consecutive(BackwardCase& c) {
+  std::sort(c.forward.feature_table_map.begin(), c.forward.feature_table_map.end());
+  fill_grad_output(c, *rc::gen::arbitrary<std::uint64_t>(), *rc::gen::arbitrary<bool>());
+}
+
 /// Whether every table's features are consecutive in feature_table_map.
 bool tables_consecutive(const std::vector<std::int32_t>& map) {
   std::vector<std::int32_t> seen;
@@ -279,8 +286,7 @@ TEST_CASE("linearized-id and row-bit sort keys give bitwise equal updates, inlin
     const bool consecutive_map = *rc::gen::arbitrary<bool>();
     BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, *rc::gen::arbitrary<bool>(),
                                        DimRule::Any);
-    if (consecutive_map)  // the generator's map is random: sort it (same tables, same features)
-      std::sort(c.forward.feature_table_map.begin(), c.forward.feature_table_map.end());
+    if (consecutive_map) make_tables_consecutive(c);  // the generator's map is random
     BackwardRunOptions o;
     o.strategy = gen_strategy();
     o.strategy.deterministic = true;
@@ -396,7 +402,7 @@ TEST_CASE("backward repairs malformed input like the reference", "[gpu][backward
     // the transpose's keys (cuda::TransposeTuning::Keys): RowBits where the map allows it
     using Keys = cuda::TransposeTuning::Keys;
     const bool row_bits_map = *rc::gen::arbitrary<bool>();
-    if (row_bits_map) std::sort(c.forward.feature_table_map.begin(), c.forward.feature_table_map.end());
+    if (row_bits_map) make_tables_consecutive(c);
     gen_malform(c.forward);
     BackwardRunOptions o;
     o.strategy = gen_strategy();
