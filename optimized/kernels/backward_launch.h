@@ -256,28 +256,32 @@ struct RunOrderArgs {
   std::uint32_t* perm_out = nullptr;           ///< [max_runs] scratch
   int end_bit = 32;                            ///< bits of the largest RowBits key
   int digit_bits = 8;
-  void* temp = nullptr;                        ///< runs_order_temp_bytes(max_runs, digit_bits)
+  void* temp = nullptr;                        ///< sort_pairs32_temp_bytes(max_runs, digit_bits)
   std::size_t temp_bytes = 0;
 };
-std::size_t runs_order_temp_bytes(std::int64_t max_runs, int digit_bits);
 void launch_runs_to_table_order(const RunOrderArgs& a, cudaStream_t stream);
 /// Router: splits runs into short (counted) and long (listed with their chunks, each with the
 /// sorted value of its first lookup as a locality key; unused key slots must hold 0xffffffff).
 void launch_route(const RunArgs& a, cudaStream_t stream);
 /// The chunk order in one CTA (tuning::Preprocess::kChunkOrderOneCtaSlots slots at most): the
 /// listed slots [0, *num_chunks) sorted by keys[slot] on bits [0, end_bit), stable, into
-/// order[0, *num_chunks) (the same order as launch_chunk_sort's first *num_chunks ids); returns at
-/// once when no chunk is listed.
+/// order[0, *num_chunks) (the same order as launch_sort_pairs32's first *num_chunks ids over every
+/// slot); returns at once when no chunk is listed.
 void launch_chunk_order_one_cta(const std::uint32_t* keys, const unsigned* num_chunks, int end_bit,
                                 std::uint32_t* order, cudaStream_t stream);
-/// CUB temp bytes of the chunk ordering sort over n slots.
-std::size_t chunk_sort_temp_bytes(std::int64_t n);
-/// Orders the chunk slots by the position of their first lookup (cub::DeviceRadixSort over the
-/// n = max_chunks slots; unused slots sort last), so that chunks processed at the same time read
-/// nearby grad_output rows (L2 reuse across the hot runs of a feature).
-void launch_chunk_sort(std::int64_t n, int end_bit, std::uint32_t* keys_in,
-                       std::uint32_t* keys_out, std::uint32_t* ids_in, std::uint32_t* ids_out,
-                       void* temp, std::size_t temp_bytes, cudaStream_t stream);
+/// A stable sort of n 32-bit (key, value) pairs on bits [0, end_bit), digit_bits 8
+/// (cub::DeviceRadixSort) or tuning::Preprocess::kWideDigitBits (CUB's onesweep with 9-bit
+/// digits). It serves two orders:
+///   - the chunk order over every chunk slot (n = max_chunks, unused slots sort last), so that
+///     chunks processed at the same time read nearby grad_output rows (L2 reuse across the hot
+///     runs of a feature);
+///   - the RowBits run order (launch_runs_to_table_order).
+/// sort_pairs32_temp_bytes: CUB's temp bytes for n pairs.
+std::size_t sort_pairs32_temp_bytes(std::int64_t n, int digit_bits);
+void launch_sort_pairs32(std::int64_t n, int end_bit, int digit_bits, const std::uint32_t* keys_in,
+                         std::uint32_t* keys_out, const std::uint32_t* values_in,
+                         std::uint32_t* values_out, void* temp, std::size_t temp_bytes,
+                         cudaStream_t stream);
 
 // --- run kernels (kernels/backward_short.cu, backward_long.cu, backward_interleaved.cu; dispatch:
 // src/backward_dispatch.cpp over dispatch/dispatch.h kCompiledBackward) ---

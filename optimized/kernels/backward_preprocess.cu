@@ -346,22 +346,14 @@ void launch_linearize(DType index, bool key32, const LinearizeArgs& a, cudaStrea
   });
 }
 
-std::size_t runs_order_temp_bytes(std::int64_t max_runs, int digit_bits) {
-  std::size_t bytes = 0;
-  sort_pairs<std::uint32_t>(nullptr, bytes, digit_bits, nullptr, nullptr, nullptr, nullptr,
-                            static_cast<int>(max_runs), 32, nullptr);
-  return bytes;
-}
-
 void launch_runs_to_table_order(const RunOrderArgs& a, cudaStream_t stream) {
   if (a.max_runs == 0) return;
   const unsigned blocks = static_cast<unsigned>(
       std::min<std::int64_t>((a.max_runs + kBlock - 1) / kBlock, std::int64_t{1} << 16));
   runs_pad_keys<<<blocks, kBlock, 0, stream>>>(a);
   check_launch("runs_pad_keys");
-  std::size_t bytes = a.temp_bytes;
-  sort_pairs<std::uint32_t>(a.temp, bytes, a.digit_bits, a.sort_keys_in, a.sort_keys_out, a.perm_in,
-                            a.perm_out, static_cast<int>(a.max_runs), a.end_bit, stream);
+  launch_sort_pairs32(a.max_runs, a.end_bit, a.digit_bits, a.sort_keys_in, a.sort_keys_out,
+                      a.perm_in, a.perm_out, a.temp, a.temp_bytes, stream);
   runs_table_order<<<blocks, kBlock, 0, stream>>>(a);
   check_launch("runs_table_order");
 }
@@ -375,24 +367,20 @@ void launch_sort_rle(const SortRleArgs& a, cudaStream_t stream) {
   else sort_rle_t<std::uint64_t>(a, stream);
 }
 
-std::size_t chunk_sort_temp_bytes(std::int64_t n) {
+std::size_t sort_pairs32_temp_bytes(std::int64_t n, int digit_bits) {
   std::size_t bytes = 0;
-  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<std::uint32_t*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr),
-                                             static_cast<int>(n)),
-             "cub::DeviceRadixSort::SortPairs (chunk order, size query)");
+  sort_pairs<std::uint32_t>(nullptr, bytes, digit_bits, nullptr, nullptr, nullptr, nullptr,
+                            static_cast<int>(n), 32, nullptr);
   return bytes;
 }
 
-void launch_chunk_sort(std::int64_t n, int end_bit, std::uint32_t* keys_in,
-                       std::uint32_t* keys_out, std::uint32_t* ids_in, std::uint32_t* ids_out,
-                       void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+void launch_sort_pairs32(std::int64_t n, int end_bit, int digit_bits, const std::uint32_t* keys_in,
+                         std::uint32_t* keys_out, const std::uint32_t* values_in,
+                         std::uint32_t* values_out, void* temp, std::size_t temp_bytes,
+                         cudaStream_t stream) {
   std::size_t bytes = temp_bytes;
-  cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, ids_in, ids_out,
-                                             static_cast<int>(n), 0, end_bit, stream),
-             "cub::DeviceRadixSort::SortPairs (chunk order)");
+  sort_pairs<std::uint32_t>(temp, bytes, digit_bits, keys_in, keys_out, values_in, values_out,
+                            static_cast<int>(n), end_bit, stream);
 }
 
 void launch_route(const RunArgs& a, cudaStream_t stream) {

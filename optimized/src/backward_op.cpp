@@ -118,11 +118,8 @@ int row_bits_of(const ForwardProblem& p, const TransposeTuning& tuning) {
   if (why.empty() && rb + tb > 32)
     why = std::to_string(rb) + " row bits (max E_t = " + std::to_string(max_rows) + ") + " +
           std::to_string(tb) + " table bits exceed the 32-bit key";
-  if (!why.empty()) {
-    if (tuning.keys == Keys::RowBits)
-      throw InvalidArgument("tuning.transpose.keys", "tuning.transpose.keys: RowBits needs " + why);
-    return 0;
-  }
+  if (!why.empty())
+    throw InvalidArgument("tuning.transpose.keys", "tuning.transpose.keys: RowBits needs " + why);
   return rb;
 }
 
@@ -195,13 +192,11 @@ struct TransposePlan {
     // mutation build, bwd_shared_rows_twice: 64-bit keys (feature << 40 | row), every bit sorted,
     // up to N runs
     key32 = K < (std::int64_t{1} << 31) && !TBE_MUTANT_HOST(kBwdSharedRowsTwice);
-    end_bit = 1;
     const std::int64_t sort_range =
         TBE_MUTANT_HOST(kBwdSortEndBitMaxTable) && p.tables.num_tables() > 0
             ? *std::max_element(p.tables.rows.begin(), p.tables.rows.end())
             : K;
-    while (end_bit < 64 && (std::uint64_t{1} << end_bit) <= static_cast<std::uint64_t>(sort_range))
-      ++end_bit;
+    end_bit = bits_above(sort_range);
     if (TBE_MUTANT_HOST(kBwdSharedRowsTwice)) end_bit = 64;
     digit_bits = key32 ? detail::transpose_digit_bits(end_bit) : 8;
     sentinel_key = K;
@@ -270,7 +265,7 @@ struct TransposePlan {
     ws_perm_out = L.add(row_bits > 0 ? r * 4 : 0);
     temp_bytes = N > 0 ? detail::transpose_temp_bytes(key32, N, digit_bits) : 0;
     if (row_bits > 0 && N > 0)
-      temp_bytes = std::max(temp_bytes, detail::runs_order_temp_bytes(max_runs, run_digit_bits));
+      temp_bytes = std::max(temp_bytes, detail::sort_pairs32_temp_bytes(max_runs, run_digit_bits));
     ws_temp = L.add(temp_bytes);
     ws_total = L.total;
   }
@@ -389,7 +384,7 @@ struct TransposePlan {
            weighted == o.weighted && indices == o.indices && offsets == o.offsets &&
            psw == o.psw && N == o.N && num_offsets == o.num_offsets && sentinel == o.sentinel &&
            value_kind == o.value_kind && T == o.T && table_rows == o.table_rows &&
-           feature_rows == o.feature_rows;  // (the keys may differ: run() decodes tp's)
+           feature_rows == o.feature_rows;  // (the keys may differ: the run arrays do not)
   }
 };
 
@@ -586,7 +581,8 @@ struct BackwardPlan {
 
     // --- run kernel arguments (constant part) ---
     detail::RunArgs& a = run;
-    a.sentinel = transpose.sentinel;  // (key32, key_row_bits: from the transpose run() uses)
+    a.key32 = transpose.key32;  // (a hoisted transpose has the same K: compatible())
+    a.sentinel = transpose.sentinel;
     a.value_kind = transpose.value_kind;
     a.grad_output = p.grad_output;
     a.seg_first_bag = reinterpret_cast<std::int64_t*>(base + o_sfb);
@@ -669,7 +665,7 @@ struct BackwardPlan {
                                 " (N = " + std::to_string(N) + ")");
     chunk_order_one_cta = knobs.chunk_order == ChunkOrder::OneCta ||
                           (knobs.chunk_order == ChunkOrder::Auto && fits);
-    chunk_temp_bytes = detail::chunk_sort_temp_bytes(max_chunks);
+    chunk_temp_bytes = detail::sort_pairs32_temp_bytes(max_chunks, 8);  // CUB's own digit
     ws_chunk_temp = L.add(chunk_temp_bytes);
     const auto ns = static_cast<std::size_t>(small_features.size());
     const std::size_t small_tiles = ns * static_cast<std::size_t>(small_blocks);
@@ -803,7 +799,6 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
   P.phase(1, stream);
 
   detail::RunArgs a = P.run;
-  a.key32 = tp->key32;
   if (!P.no_sort) {  // the transpose's outputs (without the sort, only its bounds part exists)
     a.run_keys = tws + tp->ws_run_keys;
     a.run_lengths = tp->run_lengths_at(tws);
@@ -877,10 +872,10 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
       detail::launch_chunk_order_one_cta(a.chunk_keys, &a.counters->num_chunks, P.chunk_key_bits,
                                          reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order), stream);
     else
-      detail::launch_chunk_sort(P.max_chunks, P.chunk_key_bits, a.chunk_keys,
-                                reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys_out),
-                                a.chunk_ids, reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order),
-                                ws + P.ws_chunk_temp, P.chunk_temp_bytes, stream);
+      detail::launch_sort_pairs32(P.max_chunks, P.chunk_key_bits, 8, a.chunk_keys,
+                                  reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_keys_out),
+                                  a.chunk_ids, reinterpret_cast<std::uint32_t*>(ws + P.ws_chunk_order),
+                                  ws + P.ws_chunk_temp, P.chunk_temp_bytes, stream);
     P.phase(2, stream);
     P.psw_ran = out.per_sample_weight_grad != nullptr;
     if (P.psw_ran) {  // before any update: reads the weights as they were

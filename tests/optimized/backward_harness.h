@@ -60,7 +60,7 @@ struct BackwardRunOptions {
   cuda::BackwardTuning::RunLaunch run_launch = cuda::BackwardTuning::RunLaunch::Auto;
   std::int32_t interleave_chunk_every = 1;
   /// The sort keys of the transpose inside BackwardOp::run (cuda::TransposeTuning), and of the
-  /// TransposeOp of a hoisted run (they may differ: the backward decodes the keys it is handed).
+  /// TransposeOp of a hoisted run (they may differ: both hand the run kernels the same run arrays).
   cuda::TransposeTuning transpose;
   cuda::TransposeTuning hoisted_transpose;
   /// Run the ForwardOp first with its histogram saved, and hand it to the backward

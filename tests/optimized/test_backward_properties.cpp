@@ -24,6 +24,14 @@ bool has_path(const BackwardStats& s, const std::string& name) {
   return std::find(s.paths.begin(), s.paths.end(), name) != s.paths.end();
 }
 
+/// The two outcomes wrote the same bits: weights, momentum and per-sample-weight gradients.
+void assert_same_bits(const BackwardOutcome& a, const BackwardOutcome& b) {
+  RC_ASSERT(a.weights == b.weights);
+  RC_ASSERT(a.momentum == b.momentum);
+  RC_ASSERT(a.psw_grad.size() == b.psw_grad.size());
+  RC_ASSERT(std::memcmp(a.psw_grad.data(), b.psw_grad.data(), a.psw_grad.size() * sizeof(float)) == 0);
+}
+
 /// Counters agree with the strategy and with the reference's runs / lookups.
 /// The oracle passes the outcome (summary logged for the counterexample).
 void verify_judged(BackwardCase& c, const BackwardOutcome& gpu) {
@@ -163,11 +171,7 @@ TEST_CASE("the register and staged short-run kernel instances give bitwise equal
       RC_CLASSIFY(short_ran && auto_staged, "Auto: staged");
       RC_CLASSIFY(short_ran && !block && !auto_staged, "Auto: registers");
       for (const BackwardOutcome* x : {&regs, &auto_run}) {
-        RC_ASSERT(staged.weights == x->weights);
-        RC_ASSERT(staged.momentum == x->momentum);
-        RC_ASSERT(staged.psw_grad.size() == x->psw_grad.size());
-        RC_ASSERT(std::memcmp(staged.psw_grad.data(), x->psw_grad.data(),
-                              staged.psw_grad.size() * sizeof(float)) == 0);
+        assert_same_bits(staged, *x);
         RC_ASSERT(staged.stats.counters.short_runs == x->stats.counters.short_runs);
       }
     });
@@ -230,10 +234,7 @@ TEST_CASE("one-CTA and device-wide chunk orders, dynamic and static chunk schedu
       RC_CLASSIFY(chunks, "long runs");
       RC_CLASSIFY(one_launch, "interleaved");
       for (const BackwardOutcome* x : {&b, &auto_run, &s, &il}) {
-        RC_ASSERT(a.weights == x->weights);
-        RC_ASSERT(a.momentum == x->momentum);
-        RC_ASSERT(a.psw_grad.size() == x->psw_grad.size());
-        RC_ASSERT(std::memcmp(a.psw_grad.data(), x->psw_grad.data(), a.psw_grad.size() * sizeof(float)) == 0);
+        assert_same_bits(a, *x);
         RC_ASSERT(a.stats.counters.chunks == x->stats.counters.chunks);
       }
     });
@@ -341,10 +342,7 @@ TEST_CASE("linearized-id and row-bit sort keys give bitwise equal updates, inlin
         same.insert(same.end(), {&b, &bh, &ah});
       }
       for (const BackwardOutcome* x : same) {
-        RC_ASSERT(a.weights == x->weights);
-        RC_ASSERT(a.momentum == x->momentum);
-        RC_ASSERT(a.psw_grad.size() == x->psw_grad.size());
-        RC_ASSERT(std::memcmp(a.psw_grad.data(), x->psw_grad.data(), a.psw_grad.size() * sizeof(float)) == 0);
+        assert_same_bits(a, *x);
         RC_ASSERT(a.stats.runs == x->stats.runs);
         RC_ASSERT(a.stats.warnings == x->stats.warnings);
         RC_ASSERT(a.stats.counters.chunks == x->stats.counters.chunks);
@@ -382,11 +380,7 @@ TEST_CASE("staged and register gathers of grad_output rows give bitwise equal up
       }
       if (rule == DimRule::Staged && staged.stats.counters.chunked_runs + staged.stats.counters.fused_runs > 0)
         RC_ASSERT(is_staged);  // long runs of D in [64, 128]: the long-chunk kernel stages them
-      RC_ASSERT(staged.weights == regs.weights);
-      RC_ASSERT(staged.momentum == regs.momentum);
-      RC_ASSERT(staged.psw_grad.size() == regs.psw_grad.size());
-      RC_ASSERT(std::memcmp(staged.psw_grad.data(), regs.psw_grad.data(),
-                            staged.psw_grad.size() * sizeof(float)) == 0);
+      assert_same_bits(staged, regs);
       RC_ASSERT(staged.stats.counters.chunks == regs.stats.counters.chunks);
     });
   });

@@ -201,25 +201,26 @@ TEST_CASE("TransposeTuning::Keys::RowBits where it is not valid: InvalidArgument
   cuda::BackwardTuning knobs;
   knobs.transpose.keys = Keys::RowBits;
   refused([&] { cuda::BackwardOp op(b.view(), BackwardStrategy{}, knobs); }, interleaved);
-  // K >= 2^31 (validate never reads the rows' data, so the view may claim rows it does not hold)
+  // Tables too large for the keys (validate never reads the rows' data, so the view may claim rows
+  // it does not hold): K >= 2^31; K < 2^31 but max E_t = 2^30, 31 row bits, and two tables (plus
+  // the sentinel slot) need 2 more.
   ForwardCase one = valid_forward();
   one.feature_table_map = {0, 0, 1};
-  ForwardProblem p = one.view();
-  const std::vector<std::int64_t> rows = {std::int64_t{1} << 31, 3};
-  const std::vector<std::int64_t> table_offsets = {0, (std::int64_t{1} << 31) * 4};
-  p.tables.rows = rows;
-  p.tables.table_offsets = table_offsets;
-  REQUIRE(cuda::TransposeOp::can_implement(p).ok());
-  refused([&] { cuda::TransposeOp t(p, {Keys::RowBits}); },
-          "Σ E_t < 2^31 (the runs' keys become 32-bit linearized ids), not 2147483651");
-  // K < 2^31 but max E_t = 2^30: 31 row bits, and two tables (plus the sentinel slot) need 2 more
-  const std::vector<std::int64_t> rows30 = {std::int64_t{1} << 30, 3};
-  const std::vector<std::int64_t> table_offsets30 = {0, (std::int64_t{1} << 30) * 4};
-  p.tables.rows = rows30;
-  p.tables.table_offsets = table_offsets30;
-  REQUIRE(cuda::TransposeOp::can_implement(p).ok());
-  refused([&] { cuda::TransposeOp t(p, {Keys::RowBits}); },
-          "31 row bits (max E_t = 1073741824) + 2 table bits exceed the 32-bit key");
+  struct Large {
+    int log2_rows;
+    const char* why;
+  };
+  for (const Large l : {Large{31, "Σ E_t < 2^31 (the runs' keys become 32-bit linearized ids), not 2147483651"},
+                        Large{30, "31 row bits (max E_t = 1073741824) + 2 table bits exceed the 32-bit key"}}) {
+    INFO("E_0 = 2^" << l.log2_rows);
+    ForwardProblem p = one.view();
+    const std::vector<std::int64_t> rows = {std::int64_t{1} << l.log2_rows, 3};
+    const std::vector<std::int64_t> table_offsets = {0, (std::int64_t{1} << l.log2_rows) * 4};
+    p.tables.rows = rows;
+    p.tables.table_offsets = table_offsets;
+    REQUIRE(cuda::TransposeOp::can_implement(p).ok());
+    refused([&] { cuda::TransposeOp t(p, {Keys::RowBits}); }, l.why);
+  }
 }
 
 TEST_CASE("BackwardOp::can_implement: ok, validate's Status, then limits and kernels", "[can_implement]") {
