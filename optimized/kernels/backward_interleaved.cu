@@ -22,8 +22,8 @@ constexpr int kStage = tuning::RunKernels::kShortStageRows;
 constexpr bool kOneRing = tuning::RunKernels::kOneLaunchRing;
 
 /// The short runs in batches of kShortRunsPerGrab consecutive runs from counters->run_cursor; the
-/// next batch is taken one batch ahead (its atomic in flight while this batch runs), and inside a
-/// batch the next run's length, key and offset are loaded while this one runs.
+/// next batch is taken one batch ahead (its atomic in flight while this batch runs); a batch runs
+/// through short_runs_pipelined.
 template <class W, class Acc, class Out>
 __device__ __forceinline__ void short_runs_dynamic(const RunArgs& a, const RunGroup<false>& g,
                                                    std::int64_t R) {
@@ -32,24 +32,8 @@ __device__ __forceinline__ void short_runs_dynamic(const RunArgs& a, const RunGr
   std::int64_t base = take(g, cursor, kGrab);
   while (base < R) {
     const std::int64_t next = take(g, cursor, kGrab);
-    const std::int64_t stop = min(base + static_cast<std::int64_t>(kGrab), R);
-    std::int32_t sl = a.run_lengths[base];
-    std::int64_t key = run_key(a, base);
-    std::uint32_t begin = a.run_offsets[base];
-    for (std::int64_t r = base; r < stop; ++r) {
-      std::int32_t sl_n = 0;
-      std::int64_t key_n = 0;
-      std::uint32_t begin_n = 0;
-      if (r + 1 < stop) {
-        sl_n = a.run_lengths[r + 1];
-        key_n = run_key(a, r + 1);
-        begin_n = a.run_offsets[r + 1];
-      }
-      short_run<W, Acc, Out, false, kStage>(a, g, sl, key, begin);
-      sl = sl_n;
-      key = key_n;
-      begin = begin_n;
-    }
+    short_runs_pipelined<W, Acc, Out, false, kStage>(
+        a, g, base, min(base + static_cast<std::int64_t>(kGrab), R), 1);
     base = next;
   }
 }

@@ -40,6 +40,34 @@ __device__ __forceinline__ void short_run(const RunArgs& a, const RunGroup<kBloc
   apply_row<W, Acc, kBlock>(a, g, key, t, st, acc);
 }
 
+/// The short runs first, first + stride, ... below stop, each through short_run; software pipeline:
+/// the next run's length, key and offset are in flight while this one runs. Both schedules take
+/// it (the static stride of kernels/backward_short.cu, the batches of kernels/backward_interleaved.cu).
+template <class W, class Acc, class Out, bool kBlock, int kStage>
+__device__ __forceinline__ void short_runs_pipelined(const RunArgs& a, const RunGroup<kBlock>& g,
+                                                     std::int64_t first, std::int64_t stop,
+                                                     std::int64_t stride) {
+  if (first >= stop) return;
+  std::int32_t sl = a.run_lengths[first];
+  std::int64_t key = run_key(a, first);
+  std::uint32_t begin = a.run_offsets[first];
+  for (std::int64_t i = first; i < stop; i += stride) {  // uniform inside a group
+    const std::int64_t in = i + stride;
+    std::int32_t sl_n = 0;
+    std::int64_t key_n = 0;
+    std::uint32_t begin_n = 0;
+    if (in < stop) {
+      sl_n = a.run_lengths[in];
+      key_n = run_key(a, in);
+      begin_n = a.run_offsets[in];
+    }
+    short_run<W, Acc, Out, kBlock, kStage>(a, g, sl, key, begin);
+    sl = sl_n;
+    key = key_n;
+    begin = begin_n;
+  }
+}
+
 /// Σ of the run's partials (or its atomic accumulator) for this lane's 4 columns, chunk order.
 template <class Acc, bool kBlock>
 __device__ __forceinline__ void reduce_partials(const RunArgs& a, const RunGroup<kBlock>& g,

@@ -26,31 +26,7 @@ short_runs_group_per_run(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
   const RunGroup<kBlock> g = RunGroup<kBlock>::make(a.group_size);
   const std::int64_t R = TBE_MUTANT_SWAP(a, kBwdRleLastRunDropped, *a.num_runs - 1, *a.num_runs);
-  // software pipeline: the next run's length, key and offset are in flight while this one runs
-  std::int64_t i = g.gid;
-  std::int32_t sl = 0;
-  std::int64_t key = 0;
-  std::uint32_t begin = 0;
-  if (i < R) {
-    sl = a.run_lengths[i];
-    key = run_key(a, i);
-    begin = a.run_offsets[i];
-  }
-  for (; i < R; i += g.num_groups) {  // uniform inside a group
-    const std::int64_t in = i + g.num_groups;
-    std::int32_t sl_n = 0;
-    std::int64_t key_n = 0;
-    std::uint32_t begin_n = 0;
-    if (in < R) {
-      sl_n = a.run_lengths[in];
-      key_n = run_key(a, in);
-      begin_n = a.run_offsets[in];
-    }
-    short_run<W, Acc, Out, kBlock, kStage>(a, g, sl, key, begin);
-    sl = sl_n;
-    key = key_n;
-    begin = begin_n;
-  }
+  short_runs_pipelined<W, Acc, Out, kBlock, kStage>(a, g, g.gid, R, g.num_groups);
 }
 
 }  // namespace
