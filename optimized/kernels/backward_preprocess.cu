@@ -1,6 +1,7 @@
 // Backward preprocessing (docs/backward.md "The computation": the transpose, FBGEMM transpose_embedding_input):
-//  1. linearize: a group of 8 threads per bag (of the repaired offsets) writes, for each lookup p
-//     of the bag, key[p] = key_base[f] + index[p] (key_base: row_offset[table(f)] for linearized
+//  1. linearize: a block per kBlockThreads bags (of the repaired offsets) and a thread per lookup p
+//     of them (its bag found among the block's bags in shared memory) writes
+//     key[p] = key_base[f] + index[p] (key_base: row_offset[table(f)] for linearized
 //     ids, table(f) · 2^rb for RowBits keys, docs/backward.md "The transpose's keys"; WARNING/IGNORE: a bad index becomes
 //     row 0 and is counted, as the forward's fused check) and the 32-bit sorted value (bag id or
 //     position, see SortedValue); for weighted/MEAN problems also pos_bag[p] and the scale
@@ -33,10 +34,9 @@ namespace tbe::cuda::detail {
 namespace {
 
 constexpr int kBlock = tuning::Preprocess::kBlockThreads;
-constexpr int kLinGroup = tuning::Preprocess::kLinearizeGroup;  // threads per bag in linearize
 
 template <class Idx, class Key>
-__global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const LinearizeArgs a) {
+__global__ void __launch_bounds__(kBlock) linearize_block_per_bags(const LinearizeArgs a) {
   Key* keys = static_cast<Key*>(a.keys);
   if (fatal_aborted(a.abort_key)) {
     // FATAL violation: the offsets/indices may be anything, so every key becomes the sentinel (the
@@ -47,15 +47,12 @@ __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const Lineariz
       keys[p] = static_cast<Key>(a.sentinel);
     return;
   }
-  const std::int64_t groups = std::max<std::int64_t>(a.num_bags, 1);
-  const std::int64_t k = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kLinGroup;
-  const int glane = threadIdx.x % kLinGroup;
-  if (k >= groups) return;
   const Idx* offsets = static_cast<const Idx*>(a.offsets);
   const Idx* indices = static_cast<const Idx*>(a.indices);
   const bool scaled = a.value_kind == SortedValue::PositionScaled;
+  auto clamp_n = [&](std::int64_t v) { return v < 0 ? std::int64_t{0} : v > a.N ? a.N : v; };
   auto outside = [&](std::int64_t lo, std::int64_t hi) {  // positions that belong to no bag
-    for (std::int64_t p = lo + glane; p < hi; p += kLinGroup) {
+    for (std::int64_t p = lo + threadIdx.x; p < hi; p += kBlock) {
       keys[p] = static_cast<Key>(a.sentinel);
       a.values[p] = static_cast<std::uint32_t>(p);
       if (scaled) {
@@ -64,33 +61,70 @@ __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const Lineariz
       }
     }
   };
-  if (k == 0) outside(0, a.num_bags > 0 ? static_cast<std::int64_t>(offsets[0]) : a.N);
-  if (k == groups - 1 && a.num_bags > 0) outside(static_cast<std::int64_t>(offsets[a.num_bags]), a.N);
-  if (a.num_bags == 0) return;
-  const std::int64_t s = offsets[k], e = offsets[k + 1];
-  if (s >= e) return;
-  const std::int64_t f = last_le(a.feature_first_bag, a.num_features + 1, k);
-  const std::int64_t E = a.features[f].rows;
-  const std::int64_t row0 = a.feature_key_base[f];
-  const double inv_len_num = static_cast<double>(e - s);
+  if (a.num_bags == 0) {
+    if (blockIdx.x == 0) outside(0, a.N);
+    return;
+  }
+  if (blockIdx.x == 0) outside(0, clamp_n(static_cast<std::int64_t>(offsets[0])));
+  if (blockIdx.x == gridDim.x - 1) outside(clamp_n(static_cast<std::int64_t>(offsets[a.num_bags])), a.N);
+  // this block's bags [k0, k0 + nb): their offsets, and their feature's key base and rows
+  __shared__ std::int64_t s_off[kBlock + 1];
+  __shared__ std::int64_t s_base[kBlock];
+  __shared__ std::int64_t s_rows[kBlock];
+  __shared__ std::int32_t s_feat[kBlock];
+  const std::int64_t k0 = static_cast<std::int64_t>(blockIdx.x) * kBlock;
+  const int nb = static_cast<int>(min(static_cast<std::int64_t>(kBlock), a.num_bags - k0));
+  for (int i = threadIdx.x; i <= nb; i += kBlock) s_off[i] = static_cast<std::int64_t>(offsets[k0 + i]);
+  if (threadIdx.x < nb) {
+    const std::int64_t f = last_le(a.feature_first_bag, a.num_features + 1, k0 + threadIdx.x);
+    s_feat[threadIdx.x] = static_cast<std::int32_t>(f);
+    s_base[threadIdx.x] = a.feature_key_base[f];
+    s_rows[threadIdx.x] = a.features[f].rows;
+  }
+  __syncthreads();
+  // the block's positions, one per thread and kLinearizeUnroll at a time (their index loads in
+  // flight together); a position's bag is the last of the block's bags starting at or before it
+  const std::int64_t lo = clamp_n(s_off[0]), hi = max(lo, clamp_n(s_off[nb]));
+  constexpr int U = tuning::Preprocess::kLinearizeUnroll;
   unsigned long long bad = 0;
-  for (std::int64_t p = s + glane; p < e; p += kLinGroup) {
-    std::int64_t i = static_cast<std::int64_t>(indices[p]);
-    std::int64_t key = row0 + i;
-    if (i < 0 || i >= E) {
-      if (a.check_indices) {  // WARNING/IGNORE: row 0, counted
-        key = row0;
-        ++bad;
-      } else {  // NONE with a broken promise: no gradient, and keys stay in [0, K] (R <= K + 1)
-        key = a.sentinel;
-      }
+  for (std::int64_t p0 = lo + threadIdx.x; p0 < hi; p0 += static_cast<std::int64_t>(kBlock) * U) {
+    std::int64_t iv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t p = p0 + static_cast<std::int64_t>(u) * kBlock;
+      iv[u] = p < hi ? static_cast<std::int64_t>(indices[p]) : 0;
     }
-    keys[p] = static_cast<Key>(TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, key < a.sentinel ? key | f << 40 : key, key));
-    a.values[p] = static_cast<std::uint32_t>(a.value_kind == SortedValue::Bag ? k : p);
-    if (scaled) {
-      const double w = TBE_MUTANT_SWAP(a, kBwdPswScaleIgnored, false, a.per_sample_weights != nullptr) ? static_cast<double>(a.per_sample_weights[p]) : 1.0;
-      a.pos_bag[p] = static_cast<std::int32_t>(k);
-      a.pos_scale[p] = TBE_MUTANT_SWAP(a, kBwdMeanScaleMissing, w, TBE_MUTANT_SWAP(a, kBwdMeanScaleDoubled, a.mean ? w / inv_len_num / inv_len_num : w, a.mean ? w / inv_len_num : w));
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t p = p0 + static_cast<std::int64_t>(u) * kBlock;
+      if (p >= hi) break;
+      int j0 = 0, j1 = nb;  // first bag in [j0, j1) starting after p
+      while (j0 < j1) {
+        const int mid = (j0 + j1) >> 1;
+        if (s_off[mid] <= p) j0 = mid + 1; else j1 = mid;
+      }
+      const int j = j0 - 1;
+      const std::int64_t k = k0 + j;
+      const std::int64_t f = s_feat[j];
+      const std::int64_t E = s_rows[j];
+      const std::int64_t i = iv[u];
+      std::int64_t key = s_base[j] + i;
+      if (i < 0 || i >= E) {
+        if (a.check_indices) {  // WARNING/IGNORE: row 0, counted
+          key = s_base[j];
+          ++bad;
+        } else {  // NONE with a broken promise: no gradient, and keys stay in [0, K] (R <= K + 1)
+          key = a.sentinel;
+        }
+      }
+      keys[p] = static_cast<Key>(TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, key < a.sentinel ? key | f << 40 : key, key));
+      a.values[p] = static_cast<std::uint32_t>(a.value_kind == SortedValue::Bag ? k : p);
+      if (scaled) {
+        const double inv_len_num = static_cast<double>(s_off[j + 1] - s_off[j]);
+        const double w = TBE_MUTANT_SWAP(a, kBwdPswScaleIgnored, false, a.per_sample_weights != nullptr) ? static_cast<double>(a.per_sample_weights[p]) : 1.0;
+        a.pos_bag[p] = static_cast<std::int32_t>(k);
+        a.pos_scale[p] = TBE_MUTANT_SWAP(a, kBwdMeanScaleMissing, w, TBE_MUTANT_SWAP(a, kBwdMeanScaleDoubled, a.mean ? w / inv_len_num / inv_len_num : w, a.mean ? w / inv_len_num : w));
+      }
     }
   }
   if (bad != 0) atomicAdd(&a.counters->bad_indices, bad);
@@ -99,10 +133,9 @@ __global__ void __launch_bounds__(kBlock) linearize_group_per_bag(const Lineariz
 template <class Idx, class Key>
 void linearize_t(const LinearizeArgs& a, cudaStream_t stream) {
   if (a.N == 0) return;
-  const std::int64_t groups = std::max<std::int64_t>(a.num_bags, 1);
-  const std::int64_t blocks = (groups * kLinGroup + kBlock - 1) / kBlock;
-  linearize_group_per_bag<Idx, Key><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(a);
-  check_launch("linearize_group_per_bag");
+  const std::int64_t blocks = (std::max<std::int64_t>(a.num_bags, 1) + kBlock - 1) / kBlock;
+  linearize_block_per_bags<Idx, Key><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(a);
+  check_launch("linearize_block_per_bags");
 }
 
 // CUB's onesweep dispatch with its own SM90 tuning of 32-bit keys and values

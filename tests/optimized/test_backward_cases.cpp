@@ -585,6 +585,63 @@ TEST_CASE("transpose keys: sentinel lookups among the rows (NONE, out-of-range i
   CHECK(r.weights != c.forward.weights);  // rows 0 and E - 1 were updated
 }
 
+TEST_CASE("linearize: bags of every length across its blocks of 256 bags, empty blocks, bags "
+          "longer than a block's pass, positions before the first bag", "[gpu][backward][transpose]") {
+  // linearize (kernels/backward_preprocess.cu) gives each block 256 bags and each thread a lookup
+  // of them, its bag found among the block's offsets in shared memory. Bags [256, 512) are all
+  // empty (a block with no lookup), every 11th bag is empty, every 173rd has 1500 lookups (more
+  // than the 256 · 4 a block takes per pass), the rest 1 to 9; the first 5 positions belong to no
+  // bag (offsets[0] = 5 is valid; positions past offsets[T·B] are not: WARNING's repair moves the
+  // last offset to N, one warning, and the last bag takes them). Two tables of 300 rows, two features: every run's lookups come from
+  // many bags and blocks. SUM (bag ids sorted) and MEAN with per-sample weights (positions and
+  // scales), both keys: the oracle judges each, and the counters count every lookup.
+  const std::int64_t E = 300, B = 700, before = 5;
+  for (PoolingMode pooling : {PoolingMode::Sum, PoolingMode::Mean})
+    for (auto keys : {cuda::TransposeTuning::Keys::LinearIds, cuda::TransposeTuning::Keys::RowBits}) {
+      BackwardCase c;
+      ForwardCase& f = c.forward;
+      f.set_tables(DType::F32, {E, E}, {33, 33});
+      f.feature_table_map = {0, 1};
+      Rng rng(91, pooling == PoolingMode::Mean ? 2 : 1);
+      std::int64_t N = before, bags_in_bags = 0;
+      f.offsets.push_back(N);
+      for (std::int64_t k = 0; k < 2 * B; ++k) {
+        const std::int64_t L = k >= 256 && k < 512 ? 0 : k % 11 == 0 ? 0 : k % 173 == 5 ? 1500 : k % 9 + 1;
+        N += L;
+        bags_in_bags += L > 0 ? 1 : 0;
+        f.offsets.push_back(N);
+      }
+      for (std::int64_t p = 0; p < N; ++p) f.indices.push_back(rng.uniform_int(E));
+      f.batch_size = B;
+      f.index_dtype = DType::I64;
+      f.options.pooling = pooling;
+      f.options.bounds_check = BoundsCheckMode::Warning;
+      f.options.policy = make_policy(PolicyKind::SeedDefault, DType::F32, DType::F32);
+      if (pooling == PoolingMode::Mean)
+        for (std::int64_t p = 0; p < N; ++p)
+          f.per_sample_weights.push_back(static_cast<float>(0.25 + rng.uniform_int(8) * 0.25));
+      fill_weights(f, 17);
+      c.options.optimizer.kind = OptimizerKind::ExactRowwiseAdagrad;
+      c.options.optimizer.learning_rate = 0.01;
+      fill_grad_output(c, 18, false);
+      c.reset_momentum();
+      BackwardRunOptions o;
+      o.transpose.keys = keys;
+      INFO((pooling == PoolingMode::Mean ? "MEAN, weighted" : "SUM") << ", "
+           << (keys == cuda::TransposeTuning::Keys::RowBits ? "row bits" : "linearized ids")
+           << ", N " << N << ", bags with lookups " << bags_in_bags);
+      const BackwardOutcome g = run_backward_gpu(c, o);
+      INFO(to_string(g));
+      REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+      CHECK(g.sentinels_intact);
+      check_judged(c, g);
+      const BackwardPathCounters& k = g.stats.counters;
+      CHECK(g.stats.warnings == 0);
+      CHECK(g.stats.lookups == N - before);  // the lookups inside bags, each counted once
+      CHECK(k.short_lookups + k.fused_lookups + k.chunked_lookups == N - before);
+    }
+}
+
 TEST_CASE("FATAL bounds violation: same offender, weights bitwise unchanged", "[gpu][backward][bounds]") {
   for (bool hoisted : {false, true})
     for (bool in_place : {false, true}) {

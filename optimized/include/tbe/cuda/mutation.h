@@ -109,14 +109,14 @@ namespace tbe::cuda {
     "D % 4 != 0: the last column of each updated row is not written back")                         \
   X(kBwdElemOffset32, "bwd_elem_offset_32bit", "kernels/backward_optimizer.cuh: apply_row",        \
     "the updated row's element offset (row·D) is computed in 32 bits (wrong for E·D >= 2^31)")     \
-  X(kBwdMeanScaleMissing, "bwd_mean_scale_missing", "kernels/backward_preprocess.cu: linearize_group_per_bag", \
+  X(kBwdMeanScaleMissing, "bwd_mean_scale_missing", "kernels/backward_preprocess.cu: linearize_block_per_bags", \
     "MEAN pooling: the per-lookup scale c_p lacks the 1/L")                                        \
-  X(kBwdMeanScaleDoubled, "bwd_mean_scale_doubled", "kernels/backward_preprocess.cu: linearize_group_per_bag", \
+  X(kBwdMeanScaleDoubled, "bwd_mean_scale_doubled", "kernels/backward_preprocess.cu: linearize_block_per_bags", \
     "MEAN pooling: the per-lookup scale c_p is w_p / L^2")                                         \
-  X(kBwdPswScaleIgnored, "bwd_psw_scale_ignored", "kernels/backward_preprocess.cu: linearize_group_per_bag", \
+  X(kBwdPswScaleIgnored, "bwd_psw_scale_ignored", "kernels/backward_preprocess.cu: linearize_block_per_bags", \
     "weighted SUM: the row gradient ignores the per-sample weight (c_p = 1)")                      \
   X(kBwdSharedRowsTwice, "bwd_shared_rows_twice",                                                 \
-    "kernels/backward_preprocess.cu: linearize_group_per_bag; src/backward_op.cpp: TransposePlan",  \
+    "kernels/backward_preprocess.cu: linearize_block_per_bags; src/backward_op.cpp: TransposePlan",  \
     "the transpose groups lookups by (feature, row), not (table, row): a row of a shared table "    \
     "gets one run per feature, each updating it from the same old value (updated twice)")          \
   X(kBwdVbeRankFeatureSwapped, "bwd_vbe_rank_feature_swapped", "src/backward_op.cpp: BackwardPlan", \
