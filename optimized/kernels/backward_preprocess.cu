@@ -98,12 +98,7 @@ __global__ void __launch_bounds__(kBlock) linearize_block_per_bags(const Lineari
     for (int u = 0; u < U; ++u) {
       const std::int64_t p = p0 + static_cast<std::int64_t>(u) * kBlock;
       if (p >= hi) break;
-      int j0 = 0, j1 = nb;  // first bag in [j0, j1) starting after p
-      while (j0 < j1) {
-        const int mid = (j0 + j1) >> 1;
-        if (s_off[mid] <= p) j0 = mid + 1; else j1 = mid;
-      }
-      const int j = j0 - 1;
+      const int j = last_le_at([&](int m) { return s_off[m]; }, nb, p);
       const std::int64_t k = k0 + j;
       const std::int64_t f = s_feat[j];
       const std::int64_t E = s_rows[j];

@@ -116,15 +116,22 @@ __device__ __forceinline__ std::uint32_t fast_div(const FastDiv& f, std::uint32_
   return f.divisor == 1 ? n : __umulhi(n, f.multiplier) >> f.shift;
 }
 
+/// Index of the last element <= key in the ascending at(0), ..., at(n - 1) (or -1); `at` reads
+/// element i (global memory in last_le, shared memory in linearize).
+template <class Int, class At>
+__device__ __forceinline__ Int last_le_at(At at, Int n, std::int64_t key) {
+  Int lo = 0, hi = n;  // first element > key in [lo, hi)
+  while (lo < hi) {
+    const Int mid = (lo + hi) >> 1;
+    if (static_cast<std::int64_t>(at(mid)) <= key) lo = mid + 1; else hi = mid;
+  }
+  return lo - 1;
+}
+
 /// Index of the last element <= key in ascending a[0..n) (or -1).
 template <class T>
 __device__ __forceinline__ std::int64_t last_le(const T* a, std::int64_t n, std::int64_t key) {
-  std::int64_t lo = 0, hi = n;  // first element > key in [lo, hi)
-  while (lo < hi) {
-    const std::int64_t mid = (lo + hi) >> 1;
-    if (static_cast<std::int64_t>(__ldg(a + mid)) <= key) lo = mid + 1; else hi = mid;
-  }
-  return lo - 1;
+  return last_le_at([a](std::int64_t i) { return __ldg(a + i); }, n, key);
 }
 
 /// The segment holding bag k of a forward launch (PooledArgs::bags_per_segment > 0: a division;

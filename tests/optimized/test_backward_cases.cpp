@@ -59,6 +59,17 @@ void check_judged(BackwardCase& c, const BackwardOutcome& g) {
   CHECK(r.passed());
 }
 
+/// run_backward_gpu(c, o), then REQUIREs an Ok outcome and CHECKs the sentinels and the oracle's
+/// verdict (the outcome shown on failure).
+BackwardOutcome run_judged(BackwardCase& c, const BackwardRunOptions& o) {
+  BackwardOutcome g = run_backward_gpu(c, o);
+  INFO(to_string(g));
+  REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
+  CHECK(g.sentinels_intact);
+  check_judged(c, g);
+  return g;
+}
+
 std::string paths(const BackwardStats& s) {
   std::string r;
   for (const auto& p : s.paths) r += p + " ";
@@ -97,11 +108,8 @@ TEST_CASE("backward routes runs by SL and the threshold, counters exact", "[gpu]
         o.strategy.long_run_threshold = thr;
         INFO("SL " << SL << " threshold " << thr << " "
                    << (mode == BackwardStrategy::LongRuns::Fused ? "fused" : "chunked"));
-        const BackwardOutcome g = run_backward_gpu(c, o);
+        const BackwardOutcome g = run_judged(c, o);
         INFO(to_string(g));
-        REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
-        CHECK(g.sentinels_intact);
-        check_judged(c, g);
         const BackwardPathCounters& k = g.stats.counters;
         std::int64_t exp_long = 0, exp_long_lookups = 0, exp_chunks = 0;
         for (std::int64_t sl : {std::int64_t{3}, SL, std::int64_t{3}})
@@ -139,11 +147,8 @@ TEST_CASE("backward with many long runs at once, odd D, runs spanning chunk boun
           o.strategy.chunk_size = 64;
           o.strategy.deterministic = det;
           INFO("w " << to_string(w) << " D " << D << " det " << det);
-          const BackwardOutcome g = run_backward_gpu(c, o);
+          const BackwardOutcome g = run_judged(c, o);
           INFO(to_string(g));
-          REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
-          CHECK(g.sentinels_intact);
-          check_judged(c, g);
           const BackwardPathCounters& k = g.stats.counters;
           CHECK(k.fused_runs + k.chunked_runs == E);
           CHECK(k.short_runs == 0);
@@ -603,12 +608,12 @@ TEST_CASE("linearize: bags of every length across its blocks of 256 bags, empty 
       f.set_tables(DType::F32, {E, E}, {33, 33});
       f.feature_table_map = {0, 1};
       Rng rng(91, pooling == PoolingMode::Mean ? 2 : 1);
-      std::int64_t N = before, bags_in_bags = 0;
+      std::int64_t N = before, bags_with_lookups = 0;
       f.offsets.push_back(N);
       for (std::int64_t k = 0; k < 2 * B; ++k) {
         const std::int64_t L = k >= 256 && k < 512 ? 0 : k % 11 == 0 ? 0 : k % 173 == 5 ? 1500 : k % 9 + 1;
         N += L;
-        bags_in_bags += L > 0 ? 1 : 0;
+        bags_with_lookups += L > 0 ? 1 : 0;
         f.offsets.push_back(N);
       }
       for (std::int64_t p = 0; p < N; ++p) f.indices.push_back(rng.uniform_int(E));
@@ -629,12 +634,9 @@ TEST_CASE("linearize: bags of every length across its blocks of 256 bags, empty 
       o.transpose.keys = keys;
       INFO((pooling == PoolingMode::Mean ? "MEAN, weighted" : "SUM") << ", "
            << (keys == cuda::TransposeTuning::Keys::RowBits ? "row bits" : "linearized ids")
-           << ", N " << N << ", bags with lookups " << bags_in_bags);
-      const BackwardOutcome g = run_backward_gpu(c, o);
+           << ", N " << N << ", bags with lookups " << bags_with_lookups);
+      const BackwardOutcome g = run_judged(c, o);
       INFO(to_string(g));
-      REQUIRE(g.kind == BackwardOutcome::Kind::Ok);
-      CHECK(g.sentinels_intact);
-      check_judged(c, g);
       const BackwardPathCounters& k = g.stats.counters;
       CHECK(g.stats.warnings == 0);
       CHECK(g.stats.lookups == N - before);  // the lookups inside bags, each counted once
