@@ -596,10 +596,11 @@ TEST_CASE("linearize: bags of every length across its blocks of 256 bags, empty 
   // of them, its bag found among the block's offsets in shared memory. Bags [256, 512) are all
   // empty (a block with no lookup), every 11th bag is empty, every 173rd has 1500 lookups (more
   // than the 256 · 4 a block takes per pass), the rest 1 to 9; the first 5 positions belong to no
-  // bag (offsets[0] = 5 is valid; positions past offsets[T·B] are not: WARNING's repair moves the
-  // last offset to N, one warning, and the last bag takes them). Two tables of 300 rows, two features: every run's lookups come from
-  // many bags and blocks. SUM (bag ids sorted) and MEAN with per-sample weights (positions and
-  // scales), both keys: the oracle judges each, and the counters count every lookup.
+  // bag (offsets[0] = 5 is valid and needs no repair; the last offset is N: indices past it would
+  // be moved into the last bag by WARNING's repair, with a warning). Two tables of 300 rows, two
+  // features: every run's lookups come from many bags and blocks. SUM (bag ids sorted) and MEAN
+  // with per-sample weights (positions and scales), both keys: the oracle judges each, no warning
+  // is raised, and the counters count every lookup inside a bag.
   const std::int64_t E = 300, B = 700, before = 5;
   for (PoolingMode pooling : {PoolingMode::Sum, PoolingMode::Mean})
     for (auto keys : {cuda::TransposeTuning::Keys::LinearIds, cuda::TransposeTuning::Keys::RowBits}) {
