@@ -100,7 +100,6 @@ __global__ void __launch_bounds__(kBlock) linearize_block_per_bags(const Lineari
       if (p >= hi) break;
       const int j = last_le_at([&](int m) { return s_off[m]; }, nb, p);
       const std::int64_t k = k0 + j;
-      const std::int64_t f = s_feat[j];
       const std::int64_t E = s_rows[j];
       const std::int64_t i = iv[u];
       std::int64_t key = s_base[j] + i;
@@ -112,7 +111,7 @@ __global__ void __launch_bounds__(kBlock) linearize_block_per_bags(const Lineari
           key = a.sentinel;
         }
       }
-      keys[p] = static_cast<Key>(TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, key < a.sentinel ? key | f << 40 : key, key));
+      keys[p] = static_cast<Key>(TBE_MUTANT_SWAP(a, kBwdSharedRowsTwice, key < a.sentinel ? key | static_cast<std::int64_t>(s_feat[j]) << 40 : key, key));
       a.values[p] = static_cast<std::uint32_t>(a.value_kind == SortedValue::Bag ? k : p);
       if (scaled) {
         const double inv_len_num = static_cast<double>(s_off[j + 1] - s_off[j]);
