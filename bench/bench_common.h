@@ -114,8 +114,9 @@ struct FeatureDims {
         text(one ? std::to_string(d) : "mixed") {}
 };
 
-/// True when the workload's tables do not all have the same D (prod-mixed, small-table): the peer
-/// harnesses' --dump-npy takes one [rows, D] table, so `command` refuses with `why` on stderr.
+/// True when the workload's tables do not all have the same D (prod-mixed, small-table) and
+/// `command`'s peer harness takes one D (tbe-bench backward: bench/peer_backward.py): `command`
+/// refuses --dump-npy with `why` on stderr. (forward dumps mixed D: bench/peer_tbe_forward.py.)
 inline bool refuse_mixed_d_dump(const WorkloadSpec& spec, const char* command, const char* why) {
   if (FeatureDims(spec.table_dims).one) return false;
   std::fprintf(stderr, "tbe-bench %s: --dump-npy: workload %s has tables of different D (%s)\n",

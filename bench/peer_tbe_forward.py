@@ -2,7 +2,8 @@
 # FBTriton kernel: one program of one warp per sample b, looping over the T features, rows summed
 # in groups of 4) on the inputs `tbe-bench forward --dump-npy DIR` wrote, timed as tbe-bench times
 # (bench/peer_timing.py: 3 warm-ups, a 256 MiB L2-flush write before every iteration, CUDA events,
-# median/min/max). FP32 and FP16 weights, FP32 output, unweighted SUM, bounds check off.
+# median/min/max). FP32 and FP16 weights, FP32 output, unweighted SUM, bounds check off. Any
+# table shapes: mixed-D workloads (prod-mixed) too, with the dump's feature_table_map.
 # Thin on purpose, so that a profiler sees only the forward kernels: `ncu -k regex:forward_unweighted
 # -c 1 python3 bench/peer_tbe_forward.py DIR --iters 0 --weights fp32` profiles one call.
 #
@@ -27,6 +28,23 @@ from peer_timing import l2_flush_buffer, time_cuda
 dev = torch.device("cuda")
 
 
+def table_specs(dump, meta, w32):
+    """The peer's embedding specs [(rows_t, D_t)] and feature_table_map from a dump: the
+    table_rows / table_dims / feature_table_map arrays tbe-bench writes (mixed D: weights flat, the
+    tables concatenated as rows_t x D_t row-major, the peer's own layout), else (older dumps) T
+    tables of weights.shape[0] // T rows and meta["D"]."""
+    T = meta["T"]
+    path = os.path.join(dump, "table_rows.npy")
+    if not os.path.exists(path):
+        return [(w32.shape[0] // T, meta["D"])] * T, None
+    rows = np.load(path).tolist()
+    dims = np.load(os.path.join(dump, "table_dims.npy")).tolist()
+    table_map = np.load(os.path.join(dump, "feature_table_map.npy")).tolist()
+    if w32.numel() != sum(r * d for r, d in zip(rows, dims)):
+        raise SystemExit(f"{dump}: weights.npy holds {w32.numel()} values, the tables {sum(r * d for r, d in zip(rows, dims))}")
+    return list(zip(rows, dims)), table_map
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
@@ -39,18 +57,18 @@ def main():
     import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as tt
     EOT = P.EmbOptimType
     meta = json.load(open(os.path.join(args.dump, "meta.json")))
-    T, B, D = meta["T"], meta["B"], meta["D"]
+    T = meta["T"]
     idx = torch.from_numpy(np.load(os.path.join(args.dump, "indices.npy"))).to(dev)
     off = torch.from_numpy(np.load(os.path.join(args.dump, "offsets.npy"))).to(dev)
     w32 = torch.from_numpy(np.load(os.path.join(args.dump, "weights.npy"))).to(dev)
-    E = w32.shape[0] // T
+    specs, table_map = table_specs(args.dump, meta, w32)
     res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-           "workload": dict(meta, E=E), "results": {}}
+           "workload": dict(meta, tables=len(specs), rows=sum(r for r, _ in specs)), "results": {}}
     flush = l2_flush_buffer()
     for wname in args.weights or ["fp32", "fp16"]:
         wdtype = {"fp32": torch.float32, "fp16": torch.float16}[wname]
         tbe = tt.TritonTableBatchedEmbeddingBags(
-            [(E, D)] * T, weights_precision=wdtype, output_dtype=torch.float32,
+            specs, feature_table_map=table_map, weights_precision=wdtype, output_dtype=torch.float32,
             stochastic_rounding=False, learning_rate=0.01, eps=1e-8,
             optimizer=EOT.EXACT_SGD, device=dev)
         tbe.bounds_check_mode = type(tbe.bounds_check_mode).NONE  # tbe-bench's .nocheck rows

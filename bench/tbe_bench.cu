@@ -2,7 +2,8 @@
 //
 //   tbe-bench forward [--workload W] [--batch B] [--iters N] [--json FILE] [--dump-npy DIR]
 //                     [--only NAME,...]
-//   (W: any named workload, tbe::named_workload_names(); --dump-npy needs one D for all tables)
+//   (W: any named workload, tbe::named_workload_names(); --dump-npy writes mixed-D tables flat,
+//   with table_rows / table_dims / feature_table_map beside them: bench/peer_tbe_forward.py reads both)
 //   tbe-bench backward ...   (bench/backward_bench.cu)
 //   tbe-bench ikbo-lce ...   (bench/ikbo_lce_bench.cu)
 //   tbe-bench cpu ...        (bench/cpu_bench.cpp, the CPU fallback)
@@ -23,7 +24,8 @@
 // driver's default L1/shared split instead of max L1 (the streamed kernel's: instead of the
 // smallest carveout that holds 3 blocks), ".r8" = 8 row loads in flight per lane
 // instead of the default 4, ".s8" / ".s16" = the streamed kernel with a ring of 8 / 16 rows per
-// warp (ForwardTuning::staged_rows), ".gpb" = the group-per-bag kernel for every launch. Names
+// warp (ForwardTuning::staged_rows), ".gpb" = the group-per-bag kernel for every launch, ".st1" =
+// every launch on the caller's stream (ForwardTuning::launch_streams = 1; default 4). Names
 // without a kernel suffix take the library's default choice (ForwardTuning::kStagedRowsAuto: the
 // streamed kernel for launches of at least --auto-min-bags bags, else group per bag).
 #include <algorithm>
@@ -83,6 +85,9 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     // ForwardTuning::staged_rows: Auto (the default: streamed 8 rows for launches of at least
     // --auto-min-bags bags), 0 (".gpb": the group-per-bag kernel), 8 / 16 (".s8" / ".s16")
     int staged = cuda::ForwardTuning::kStagedRowsAuto;
+    // ForwardTuning::launch_streams: the library's default, or 1 (".st1": every launch on the
+    // caller's stream)
+    int streams = cuda::ForwardTuning{}.launch_streams;
   };
   // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
   // rows in flight, 32-bit row index
@@ -98,6 +103,10 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
       {"fp32acc32.nocheck.s16", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, true, 4, true, 16},
       {"fp16.nocheck.s8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 8},
       {"fp16.fused.s8", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, 8},
+      {"fp32.nocheck.st1", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1},
+      {"fp32.fused.st1", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1},
+      {"fp16.nocheck.st1", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1},
+      {"fp16.fused.st1", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1},
       {"fp32.nocheck.s8.noL1pref", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 4, true, 8},
       {"fp32acc32.nocheck.s8.noL1pref", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, false, 4, true, 8},
       {"fp32.nocheck.gpb", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 0},
@@ -135,9 +144,6 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
   // --- workload (CPU, seeded) ---
   const auto t0 = std::chrono::steady_clock::now();
   WorkloadSpec spec = named_workload(args.workload, args.batch);
-  if (!args.npy_dir.empty() &&
-      refuse_mixed_d_dump(spec, "forward", "the peer harness takes one [rows, D] table"))
-    return 2;
   ForwardCase c = generate(spec);
   const WorkloadStats ws = workload_stats(c);
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -164,11 +170,26 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     write_npy(args.npy_dir + "/indices.npy", make_npy(DType::I64, {N}, c.indices.data()));
     write_npy(args.npy_dir + "/offsets.npy",
               make_npy(DType::I64, {(std::int64_t)c.offsets.size()}, c.offsets.data()));
-    write_npy(args.npy_dir + "/weights.npy", make_npy(DType::F32, {total_rows, D}, w32.data()));
+    // one D: weights [total_rows, D] (the layout peer_triton_sbs.py reads); mixed D: the tables
+    // concatenated flat (table t: rows_t x D_t row-major at the prefix of rows·D), meta D = null
+    if (dims.one)
+      write_npy(args.npy_dir + "/weights.npy", make_npy(DType::F32, {total_rows, D}, w32.data()));
+    else
+      write_npy(args.npy_dir + "/weights.npy",
+                make_npy(DType::F32, {static_cast<std::int64_t>(w32.size())}, w32.data()));
     write_npy(args.npy_dir + "/feature_row_offset.npy",
               make_npy(DType::I64, {T}, feature_row_offset.data()));
-    std::ofstream(args.npy_dir + "/meta.json") << nlohmann::json{{"workload", spec.name}, {"T", T},
-        {"B", c.batch_size}, {"D", D}, {"N", N}, {"weights_dtype", to_string(c.weights_dtype)}}.dump(2);
+    std::vector<std::int64_t> table_dims(c.dims.begin(), c.dims.end()),
+        table_map(c.feature_table_map.begin(), c.feature_table_map.end());
+    write_npy(args.npy_dir + "/table_rows.npy",
+              make_npy(DType::I64, {static_cast<std::int64_t>(c.rows.size())}, c.rows.data()));
+    write_npy(args.npy_dir + "/table_dims.npy",
+              make_npy(DType::I64, {static_cast<std::int64_t>(table_dims.size())}, table_dims.data()));
+    write_npy(args.npy_dir + "/feature_table_map.npy", make_npy(DType::I64, {T}, table_map.data()));
+    nlohmann::json meta{{"workload", spec.name}, {"T", T}, {"B", c.batch_size}, {"N", N},
+                        {"weights_dtype", to_string(c.weights_dtype)}};
+    meta["D"] = dims.one ? nlohmann::json(D) : nlohmann::json(nullptr);
+    std::ofstream(args.npy_dir + "/meta.json") << meta.dump(2);
     std::printf("wrote .npy files to %s\n", args.npy_dir.c_str());
   }
 
@@ -224,6 +245,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     tuning.rows_in_flight = v.rows;
     tuning.row_index32 = v.row_index32;
     tuning.staged_rows = v.staged;
+    tuning.launch_streams = v.streams;
     if (args.auto_min_bags >= 0) tuning.staged_auto_min_bags = args.auto_min_bags;
     cuda::ForwardOp op(p, s, tuning);
     const std::int64_t numel = op.layout().numel;
@@ -249,7 +271,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     }
     results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
                        {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
-                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"staged_auto_min_bags", tuning.staged_auto_min_bags}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"launch_streams", v.streams}, {"staged_auto_min_bags", tuning.staged_auto_min_bags}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
                        {"iters", args.iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});

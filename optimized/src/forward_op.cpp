@@ -85,6 +85,12 @@ struct ForwardPlan {
   int seq_group = 32;
   bool seq_vectorized = false;
   std::int32_t seq_dim = 0;
+  /// ForwardTuning::launch_streams: the side streams the launches spread over (besides the
+  /// caller's), the fork event (recorded on the caller's stream) and one join event per side
+  /// stream (the caller's stream waits on each). Empty with one stream or one launch.
+  std::vector<cudaStream_t> side_streams;
+  cudaEvent_t fork_event = nullptr;
+  std::vector<cudaEvent_t> join_events;
   // --- workspace layout (byte offsets) ---
   std::size_t ws_offsets = 0, ws_scan = 0, ws_indices = 0, ws_total = 0, scan_bytes = 0;
   // --- last run ---
@@ -95,6 +101,28 @@ struct ForwardPlan {
 
   ~ForwardPlan() {
     if (d_meta != nullptr) cudaFree(d_meta);
+    for (cudaEvent_t e : join_events) cudaEventDestroy(e);
+    if (fork_event != nullptr) cudaEventDestroy(fork_event);
+    for (cudaStream_t st : side_streams) cudaStreamDestroy(st);
+  }
+
+  /// Launch i's stream: round robin over the caller's stream s and the side streams.
+  cudaStream_t launch_stream(std::size_t i, cudaStream_t s) const {
+    const std::size_t k = i % (side_streams.size() + 1);
+    return k == 0 ? s : side_streams[k - 1];
+  }
+  /// Side streams start after everything enqueued on s so far (fork) / s continues after all of
+  /// their work (join).
+  void fork(cudaStream_t s) const {
+    if (side_streams.empty()) return;
+    cuda_check(cudaEventRecord(fork_event, s), "forward: record the fork event");
+    for (cudaStream_t st : side_streams) cuda_check(cudaStreamWaitEvent(st, fork_event, 0), "forward: fork");
+  }
+  void join(cudaStream_t s) const {
+    for (std::size_t j = 0; j < side_streams.size(); ++j) {
+      cuda_check(cudaEventRecord(join_events[j], side_streams[j]), "forward: record a join event");
+      cuda_check(cudaStreamWaitEvent(s, join_events[j], 0), "forward: join");
+    }
   }
   std::size_t index_size() const { return dtype_size(index_dtype); }
   DeviceCounters* counters() const { return reinterpret_cast<DeviceCounters*>(workspace); }
@@ -131,7 +159,10 @@ struct ForwardPlan {
       detail::launch_sequence({weights_dtype, output_dtype, index_dtype, seq_vectorized}, a, s);
       return;
     }
+    fork(s);
+    std::size_t launch = 0;
     for (const PooledLaunch& l : pooled) {
+      const cudaStream_t ls = launch_stream(launch++, s);
       detail::PooledArgs a;
       a.weights = weights;
       a.indices = idx;
@@ -159,7 +190,7 @@ struct ForwardPlan {
       a.abort_key = abort_key;
       detail::launch_pooled({weights_dtype, accumulation, output_dtype, index_dtype, l.vectorized,
                              tuning.pipelined, tuning.rows_in_flight, l.staged_rows},
-                            a, s);
+                            a, ls);
     }
     if (!small_features.empty()) {
       detail::SmallTableForwardArgs a;
@@ -179,8 +210,9 @@ struct ForwardPlan {
         a.save = detail::small_table_counts_view(save_counts->data, a.num_small, batch_size);
       a.counters = counters();
       a.abort_key = abort_key;
-      detail::launch_small_table_forward(output_dtype, index_dtype, a, s);
+      detail::launch_small_table_forward(output_dtype, index_dtype, a, launch_stream(launch++, s));
     }
+    join(s);
   }
 
   BoundsViolation describe(unsigned long long key) const {
@@ -205,6 +237,8 @@ Status check_tuning(const ForwardTuning& t) {
                "kStagedRowsAuto (-1), 0, 8 or 16");
   if (t.staged_auto_min_bags < 0)
     return bad("staged_auto_min_bags", std::to_string(t.staged_auto_min_bags), ">= 0");
+  if (t.launch_streams < 1 || t.launch_streams > ForwardTuning::kMaxLaunchStreams)
+    return bad("launch_streams", std::to_string(t.launch_streams), "in 1..8");
   if (t.staged_bags_per_warp < 0 || t.staged_bags_per_warp > tuning::kWarpThreads)
     return bad("staged_bags_per_warp", std::to_string(t.staged_bags_per_warp),
                "in 0..32 (0: chosen from the launch's bag count)");
@@ -402,6 +436,22 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     if (any_group) P.paths.push_back("forward.pooled.group_per_bag");
     if (!P.small_features.empty()) P.paths.push_back("forward.small_table");
     if (p.lookups.is_vbe()) P.paths.push_back("forward.vbe");
+    // launch_streams: the launches (pooled, then small-table) over that many streams, at most one
+    // per launch
+    const std::size_t launches = P.pooled.size() + (P.small_features.empty() ? 0 : 1);
+    const std::size_t streams = std::min<std::size_t>(static_cast<std::size_t>(tuning.launch_streams), launches);
+    if (streams > 1) {
+      P.paths.push_back("forward.launch_streams");
+      cuda_check(cudaEventCreateWithFlags(&P.fork_event, cudaEventDisableTiming), "forward: create an event");
+      for (std::size_t j = 1; j < streams; ++j) {
+        cudaStream_t st = nullptr;
+        cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "forward: create a stream");
+        P.side_streams.push_back(st);
+        cudaEvent_t e = nullptr;
+        cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "forward: create an event");
+        P.join_events.push_back(e);
+      }
+    }
   }
   switch (P.mode) {
     case BoundsCheckMode::Fatal: P.paths.push_back("bounds.fatal_check"); break;

@@ -90,6 +90,7 @@ cuda::ForwardTuning gen_forward_tuning() {
   // Auto's threshold: every launch, launches of at least 64 bags, or none (the cases are small)
   t.staged_auto_min_bags = *rc::gen::element(std::int64_t{0}, std::int64_t{64}, std::int64_t{1} << 17);
   t.staged_bags_per_warp = *rc::gen::element(0, 1, 3, 32);
+  t.launch_streams = *rc::gen::element(1, 2, 4, 8);
   return t;
 }
 
@@ -101,7 +102,8 @@ std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& t) 
          ", row_index32=" + (t.row_index32 ? "1" : "0") +
          ", staged_rows=" + std::to_string(t.staged_rows) +
          ", staged_auto_min_bags=" + std::to_string(t.staged_auto_min_bags) +
-         ", staged_bags_per_warp=" + std::to_string(t.staged_bags_per_warp) + ")";
+         ", staged_bags_per_warp=" + std::to_string(t.staged_bags_per_warp) +
+         ", launch_streams=" + std::to_string(t.launch_streams) + ")";
 }
 
 Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, const cuda::ForwardTuning& tuning) {

@@ -213,6 +213,37 @@ TEST_CASE("streamed gather: launches of many blocks, bags per warp forced and ch
     }
 }
 
+TEST_CASE("forward launches over several streams: same bits, forked from and joined to the "
+          "caller's stream",
+          "[gpu][forward][streams]") {
+  // D = 128 / 64 / 128 / 128: three pooled launches (features 0, 1, 2-3: the group size changes
+  // at feature 1). Every stream count gives the one-stream bits and warnings (read after
+  // finish(), which synchronizes only the caller's stream: the join must order the side
+  // streams' launches before it); the path names the streams only when more than one runs.
+  for (bool fused : {true, false})
+    for (PoolingMode pooling : {PoolingMode::Sum, PoolingMode::Mean}) {
+      ForwardCase c = streamed_case(DType::F32, 128, 64, pooling, true, true, false, 1, DType::I64, 700);
+      INFO("fused=" << fused << " pooling=" << to_string(pooling));
+      cuda::ForwardTuning one;
+      one.launch_streams = 1;
+      const Outcome base = run_gpu(c, fused, one);
+      REQUIRE(base.kind == Outcome::Kind::Ok);
+      CHECK_FALSE(has_path(base, "forward.launch_streams"));
+      check_in_enclosure(c, base);
+      for (int streams : {2, 3, 8}) {
+        cuda::ForwardTuning tuning;
+        tuning.launch_streams = streams;
+        INFO(describe_gpu(fused, tuning));
+        const Outcome g = run_gpu(c, fused, tuning);
+        REQUIRE(g.kind == Outcome::Kind::Ok);
+        CHECK(g.sentinels_intact);
+        CHECK(g.stats.warnings == base.stats.warnings);
+        CHECK(has_path(g, "forward.launch_streams"));
+        CHECK(count_bit_differences(base, g) == 0);
+      }
+    }
+}
+
 TEST_CASE("streamed gather: path names follow the kernel each launch runs",
           "[gpu][forward][streamed]") {
   // FP32 D = 128 (streamed) beside D = 127 (scalar path) with pipelined asked for: the scalar

@@ -107,6 +107,7 @@ TEST_CASE("ForwardOp::can_implement: the tuning's values by name, after the prob
         t.rows_in_flight = rows;
         t.staged_rows = staged;
         t.staged_bags_per_warp = per_warp;
+        t.launch_streams = per_warp == 32 ? 8 : per_warp + 1;  // 1, 2, 8
         t.staged_auto_min_bags = staged == 8 ? 0 : std::int64_t{1} << 40;
         t.small_table.expected_bag_length = per_warp == 1 ? 12.5 : 0;
         CHECK(cuda::ForwardOp::can_implement(p, t).ok());
@@ -130,6 +131,10 @@ TEST_CASE("ForwardOp::can_implement: the tuning's values by name, after the prob
        "tuning.staged_bags_per_warp: 33 is not in 0..32 (0: chosen from the launch's bag count)"},
       {[](cuda::ForwardTuning& t) { t.staged_bags_per_warp = -1; }, "tuning.staged_bags_per_warp",
        "tuning.staged_bags_per_warp: -1 is not in 0..32 (0: chosen from the launch's bag count)"},
+      {[](cuda::ForwardTuning& t) { t.launch_streams = 0; }, "tuning.launch_streams",
+       "tuning.launch_streams: 0 is not in 1..8"},
+      {[](cuda::ForwardTuning& t) { t.launch_streams = 9; }, "tuning.launch_streams",
+       "tuning.launch_streams: 9 is not in 1..8"},
       {[](cuda::ForwardTuning& t) { t.small_table.expected_bag_length = -1; },
        "tuning.small_table.expected_bag_length",
        "tuning.small_table.expected_bag_length: -1 is not finite and >= 0 (0: measured from the "

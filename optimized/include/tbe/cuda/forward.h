@@ -84,6 +84,17 @@ struct ForwardTuning {
   /// Same output bits for every value (the tests draw it). Else InvalidArgument
   /// "tuning.staged_bags_per_warp".
   int staged_bags_per_warp = 0;
+  /// Streams the call's launches spread over, 1..8 (else InvalidArgument "tuning.launch_streams"):
+  /// the pooled launches (one per run of consecutive features with the same kernel geometry) and
+  /// the small-table launch go round robin over the caller's stream and launch_streams - 1 side
+  /// streams of the op (created once, non-blocking), forked from and joined back to the caller's
+  /// stream with events, so run() stays one ordered step on the caller's stream (and capturable in
+  /// a CUDA graph). Launches write disjoint outputs; only the counters are shared (atomics). Path
+  /// "forward.launch_streams" when more than one stream runs. Why: a mixed-D workload makes one
+  /// launch per feature (prod-mixed: 66 launches of B bags at B = 4096, each too small to fill the
+  /// device), and on one stream they run one after another. 1: everything on the caller's stream.
+  static constexpr int kMaxLaunchStreams = 8;
+  int launch_streams = 4;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
 };
@@ -106,7 +117,7 @@ class ForwardOp {
   /// (options.policy.accumulation F32 or F64: dispatch/dispatch.h kAccumulationTypes; every
   /// weights × accumulation × output triple that passes both is compiled), then the tuning's
   /// values, each named as "tuning.<knob>" (rows_in_flight 4 or 8; staged_rows kStagedRowsAuto,
-  /// 0, 8 or 16; staged_auto_min_bags >= 0; staged_bags_per_warp 0..32;
+  /// 0, 8 or 16; staged_auto_min_bags >= 0; staged_bags_per_warp 0..32; launch_streams 1..8;
   /// small_table.expected_bag_length finite and >= 0).
   static Status can_implement(const ForwardProblem& p, const ForwardTuning& tuning = {});
 
