@@ -93,6 +93,10 @@ struct ForwardTuning {
   /// "forward.launch_streams" when more than one stream runs. Why: a mixed-D workload makes one
   /// launch per feature (prod-mixed: 66 launches of B bags at B = 4096, each too small to fill the
   /// device), and on one stream they run one after another. 1: everything on the caller's stream.
+  /// Measured (H100, session 28, bench/results/README.md), 4 against 1 in the same run: prod-mixed
+  /// B = 4096 0.60x the time (FP32 and FP16), B = 32768 0.86x (FP32) / 0.91x (FP16); calls with
+  /// one launch (seed-large, fbgemm-bench-default) never fork. Same output bits for every value
+  /// (the tests draw 1, 2, 4, 8).
   static constexpr int kMaxLaunchStreams = 8;
   int launch_streams = 4;
   /// The small-table histogram path (docs/small-table.md): which features take it.
