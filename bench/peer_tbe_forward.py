@@ -40,8 +40,9 @@ def table_specs(dump, meta, w32):
     rows = np.load(path).tolist()
     dims = np.load(os.path.join(dump, "table_dims.npy")).tolist()
     table_map = np.load(os.path.join(dump, "feature_table_map.npy")).tolist()
-    if w32.numel() != sum(r * d for r, d in zip(rows, dims)):
-        raise SystemExit(f"{dump}: weights.npy holds {w32.numel()} values, the tables {sum(r * d for r, d in zip(rows, dims))}")
+    values = sum(r * d for r, d in zip(rows, dims))
+    if w32.numel() != values:
+        raise SystemExit(f"{dump}: weights.npy holds {w32.numel()} values, the tables {values}")
     return list(zip(rows, dims)), table_map
 
 
@@ -57,7 +58,6 @@ def main():
     import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as tt
     EOT = P.EmbOptimType
     meta = json.load(open(os.path.join(args.dump, "meta.json")))
-    T = meta["T"]
     idx = torch.from_numpy(np.load(os.path.join(args.dump, "indices.npy"))).to(dev)
     off = torch.from_numpy(np.load(os.path.join(args.dump, "offsets.npy"))).to(dev)
     w32 = torch.from_numpy(np.load(os.path.join(args.dump, "weights.npy"))).to(dev)
