@@ -116,7 +116,8 @@ struct FeatureDims {
 
 /// True when the workload's tables do not all have the same D (prod-mixed, small-table) and
 /// `command`'s peer harness takes one D (tbe-bench backward: bench/peer_backward.py): `command`
-/// refuses --dump-npy with `why` on stderr. (forward dumps mixed D: bench/peer_tbe_forward.py.)
+/// refuses --dump-npy with `why` on stderr. (forward dumps mixed D: bench/peer_tbe_forward.py and
+/// bench/peer_tbe_backward.py read them.)
 inline bool refuse_mixed_d_dump(const WorkloadSpec& spec, const char* command, const char* why) {
   if (FeatureDims(spec.table_dims).one) return false;
   std::fprintf(stderr, "tbe-bench %s: --dump-npy: workload %s has tables of different D (%s)\n",

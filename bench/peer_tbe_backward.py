@@ -1,0 +1,100 @@
+# The TorchRec Triton TBE backward + exact optimizer (the FBTriton kernels: short-run and long-run
+# accumulate, then apply) with the transpose hoisted out of the timed region, on the inputs
+# `tbe-bench forward --dump-npy DIR` wrote, timed as tbe-bench times (bench/peer_timing.py). The
+# counterpart of `tbe-bench backward`'s ".hoisted" rows (the same named workload and batch size
+# draw the same lookups in both commands: tbe::generate). Any table shapes: mixed-D workloads
+# (prod-mixed) too, with the dump's feature_table_map (peer_tbe_forward.table_specs).
+# Timed per optimizer (EXACT_SGD, EXACT_ROWWISE_ADAGRAD) and weights type (FP32, FP16; FP32
+# optimizer state): TritonTBE.backward(ctx, grad_output) with ctx holding the transpose's sorted
+# runs (computed once, untimed, by the stand-in of peer_tbe_triton.py, as the peer does when its
+# hoist_transpose_to_forward flag moves the transpose into the forward). grad_output [B, total D]
+# is drawn here (uniform in [-1e-3, 1e-3)): the timing does not depend on its values.
+#
+# Usage (device): python3 bench/peer_tbe_backward.py DIR [--iters N] [--weights fp32|fp16]...
+#                 [--json FILE]
+# Needs the unmodified TorchRec copies in .peers/ (git-ignored, never committed; PEER_COPIES
+# overrides) and the shared stand-ins of peer_tbe_triton.py (PEER_TOOLS, default .peers/tools).
+import argparse
+import json
+import os
+
+import numpy as np
+import torch
+
+import peer_tbe_forward as fwd  # puts PEER_TOOLS on sys.path; table_specs
+from peer_timing import l2_flush_buffer, time_cuda
+
+P = fwd.P
+dev = torch.device("cuda")
+INFO_B_BITS = 26  # the peer's split of a sorted info word into (feature, b)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dump")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--weights", action="append", choices=["fp32", "fp16"])
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    P.PEERS = os.environ.get("PEER_COPIES", os.path.join(fwd.HERE, "..", ".peers"))
+    P.install_stand_ins()
+    import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as tt
+    ops = torch.ops.fbgemm
+    setattr(ops, "get_infos_metadata", P.get_infos_metadata)
+    setattr(ops, "transpose_embedding_input", P.transpose_embedding_input)
+    EOT = P.EmbOptimType
+    meta = json.load(open(os.path.join(args.dump, "meta.json")))
+    idx = torch.from_numpy(np.load(os.path.join(args.dump, "indices.npy"))).to(dev)
+    off = torch.from_numpy(np.load(os.path.join(args.dump, "offsets.npy"))).to(dev)
+    w32 = torch.from_numpy(np.load(os.path.join(args.dump, "weights.npy"))).to(dev)
+    specs, table_map = fwd.table_specs(args.dump, meta, w32)
+    B = meta["B"]
+    res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
+           "workload": dict(meta, tables=len(specs), rows=sum(r for r, _ in specs)), "results": {}}
+    flush = l2_flush_buffer()
+    for wname in args.weights or ["fp32", "fp16"]:
+        wdtype = {"fp32": torch.float32, "fp16": torch.float16}[wname]
+        tbe = tt.TritonTableBatchedEmbeddingBags(
+            specs, feature_table_map=table_map, weights_precision=wdtype, output_dtype=torch.float32,
+            stochastic_rounding=False, learning_rate=0.01, eps=1e-8,
+            optimizer=EOT.EXACT_ROWWISE_ADAGRAD, device=dev)
+        tbe.weight.data.copy_(w32.to(wdtype).view(-1))
+        w_init = tbe.weight.data.clone()
+        tr = P.transpose_embedding_input(tbe.hash_size_cumsum, tbe.total_hash_size_bits, idx, off,
+                                         info_B_num_bits=INFO_B_BITS, info_B_mask=(1 << INFO_B_BITS) - 1)
+        g = torch.Generator(device=dev)
+        g.manual_seed(1)
+        dout = (torch.rand(B, tbe.total_embedding_dim, device=dev, generator=g) * 2 - 1) * 1e-3
+        for oname in ["EXACT_SGD", "EXACT_ROWWISE_ADAGRAD"]:
+            ctx = P.Ctx()
+            ctx.needs_input_grad = (False,) * 48
+            tt.TritonTBE.forward(
+                ctx, indices=idx, offsets=off, weight=tbe.weight.data,
+                table_offsets=tbe.table_offsets, embedding_dims=tbe.embedding_dims,
+                embedding_offsets=tbe.embedding_offsets, feature_table_map=tbe.feature_table_map_tensor,
+                total_embedding_dim=tbe.total_embedding_dim, T=tbe.T,
+                hash_size_cumsum=tbe.hash_size_cumsum, total_hash_size_bits=tbe.total_hash_size_bits,
+                learning_rate=0.01, block_size=tbe.block_size, eps=1e-8, optimizer=EOT[oname],
+                momentum=tbe.momentum, rows_cumsum=tbe.rows_cumsum, per_sample_weights=None,
+                forward_event_callback=None, output_dtype=torch.float32, stochastic_rounding=False,
+                hoist_transpose_to_forward=False)
+            ctx.hoist_transpose_to_forward = True
+            ctx.bwd_info_B_num_bits, ctx.bwd_info_B_mask = INFO_B_BITS, (1 << INFO_B_BITS) - 1
+            (ctx.bwd_linear_indices, _, ctx.bwd_infos_sorted, ctx.bwd_sorted_linear_indices_run, _,
+             ctx.bwd_sorted_linear_indices_num_runs,
+             ctx.bwd_sorted_linear_indices_cumulative_run_lengths) = tr
+            med, lo, hi = time_cuda(lambda: tt.TritonTBE.backward(ctx, dout), args.iters, flush)
+            tbe.weight.data.copy_(w_init)
+            tbe.momentum.zero_()
+            key = f"{wname}.{'sgd' if oname == 'EXACT_SGD' else 'adagrad'}.hoisted"
+            res["results"][key] = {"median_ms": med, "min_ms": lo, "max_ms": hi, "iters": args.iters}
+            print(f"peer triton bwd {key}: median {med:.3f} ms (min {lo:.3f}, max {hi:.3f})", flush=True)
+        del tbe, tr, dout, w_init
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
