@@ -26,7 +26,6 @@ from peer_timing import l2_flush_buffer, time_cuda
 
 P = fwd.P
 dev = torch.device("cuda")
-INFO_B_BITS = 26  # the peer's split of a sorted info word into (feature, b)
 
 
 def main():
@@ -60,8 +59,11 @@ def main():
             optimizer=EOT.EXACT_ROWWISE_ADAGRAD, device=dev)
         tbe.weight.data.copy_(w32.to(wdtype).view(-1))
         w_init = tbe.weight.data.clone()
+        # the 32-bit info word (feature << bits) | b: FBGEMM's split for this B and T (26 bits
+        # for b up to 63 features, fewer above: prod-mixed's 66 features take 25)
+        bits, mask = P.get_infos_metadata(None, B, tbe.T)
         tr = P.transpose_embedding_input(tbe.hash_size_cumsum, tbe.total_hash_size_bits, idx, off,
-                                         info_B_num_bits=INFO_B_BITS, info_B_mask=(1 << INFO_B_BITS) - 1)
+                                         info_B_num_bits=bits, info_B_mask=mask)
         g = torch.Generator(device=dev)
         g.manual_seed(1)
         dout = (torch.rand(B, tbe.total_embedding_dim, device=dev, generator=g) * 2 - 1) * 1e-3
@@ -79,7 +81,7 @@ def main():
                 forward_event_callback=None, output_dtype=torch.float32, stochastic_rounding=False,
                 hoist_transpose_to_forward=False)
             ctx.hoist_transpose_to_forward = True
-            ctx.bwd_info_B_num_bits, ctx.bwd_info_B_mask = INFO_B_BITS, (1 << INFO_B_BITS) - 1
+            ctx.bwd_info_B_num_bits, ctx.bwd_info_B_mask = bits, mask
             (ctx.bwd_linear_indices, _, ctx.bwd_infos_sorted, ctx.bwd_sorted_linear_indices_run, _,
              ctx.bwd_sorted_linear_indices_num_runs,
              ctx.bwd_sorted_linear_indices_cumulative_run_lengths) = tr
