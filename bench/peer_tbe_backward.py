@@ -14,14 +14,10 @@
 #                 [--json FILE]
 # Needs the unmodified TorchRec copies in .peers/ (git-ignored, never committed; PEER_COPIES
 # overrides) and the shared stand-ins of peer_tbe_triton.py (PEER_TOOLS, default .peers/tools).
-import argparse
-import json
-import os
 
-import numpy as np
 import torch
 
-import peer_tbe_forward as fwd  # puts PEER_TOOLS on sys.path; table_specs
+import peer_tbe_forward as fwd  # puts PEER_TOOLS on sys.path; the dump and the peer module
 from peer_timing import l2_flush_buffer, time_cuda
 
 P = fwd.P
@@ -29,35 +25,19 @@ dev = torch.device("cuda")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dump")
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--weights", action="append", choices=["fp32", "fp16"])
-    ap.add_argument("--json", default="")
-    args = ap.parse_args()
-    P.PEERS = os.environ.get("PEER_COPIES", os.path.join(fwd.HERE, "..", ".peers"))
-    P.install_stand_ins()
-    import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as tt
+    args = fwd.peer_arg_parser("timed iterations").parse_args()
+    tt = fwd.import_peer()
     ops = torch.ops.fbgemm
     setattr(ops, "get_infos_metadata", P.get_infos_metadata)
     setattr(ops, "transpose_embedding_input", P.transpose_embedding_input)
     EOT = P.EmbOptimType
-    meta = json.load(open(os.path.join(args.dump, "meta.json")))
-    idx = torch.from_numpy(np.load(os.path.join(args.dump, "indices.npy"))).to(dev)
-    off = torch.from_numpy(np.load(os.path.join(args.dump, "offsets.npy"))).to(dev)
-    w32 = torch.from_numpy(np.load(os.path.join(args.dump, "weights.npy"))).to(dev)
-    specs, table_map = fwd.table_specs(args.dump, meta, w32)
-    B = meta["B"]
-    res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-           "workload": dict(meta, tables=len(specs), rows=sum(r for r, _ in specs)), "results": {}}
+    dump = fwd.Dump(args.dump)
+    idx, off = dump.idx, dump.off
+    B = dump.meta["B"]
+    res = dump.results_header()
     flush = l2_flush_buffer()
-    for wname in args.weights or ["fp32", "fp16"]:
-        wdtype = {"fp32": torch.float32, "fp16": torch.float16}[wname]
-        tbe = tt.TritonTableBatchedEmbeddingBags(
-            specs, feature_table_map=table_map, weights_precision=wdtype, output_dtype=torch.float32,
-            stochastic_rounding=False, learning_rate=0.01, eps=1e-8,
-            optimizer=EOT.EXACT_ROWWISE_ADAGRAD, device=dev)
-        tbe.weight.data.copy_(w32.to(wdtype).view(-1))
+    for wname in args.weights or list(fwd.WEIGHT_DTYPES):
+        tbe = dump.make_tbe(tt, fwd.WEIGHT_DTYPES[wname], EOT.EXACT_ROWWISE_ADAGRAD)
         w_init = tbe.weight.data.clone()
         # the 32-bit info word (feature << bits) | b: FBGEMM's split for this B and T (26 bits
         # for b up to 63 features, fewer above: prod-mixed's 66 features take 25)
@@ -93,9 +73,7 @@ def main():
             print(f"peer triton bwd {key}: median {med:.3f} ms (min {lo:.3f}, max {hi:.3f})", flush=True)
         del tbe, tr, dout, w_init
         torch.cuda.empty_cache()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+    fwd.write_json(args.json, res)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -46,33 +45,74 @@ def table_specs(dump, meta, w32):
     return list(zip(rows, dims)), table_map
 
 
-def main():
+WEIGHT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def peer_arg_parser(iters_help):
+    """The command line both peer TBE scripts take: DIR [--iters N] [--weights fp32|fp16]...
+    [--json FILE]."""
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
-    ap.add_argument("--iters", type=int, default=10, help="timed iterations (0: one untimed call)")
-    ap.add_argument("--weights", action="append", choices=["fp32", "fp16"])
+    ap.add_argument("--iters", type=int, default=10, help=iters_help)
+    ap.add_argument("--weights", action="append", choices=list(WEIGHT_DTYPES))
     ap.add_argument("--json", default="")
-    args = ap.parse_args()
+    return ap
+
+
+def import_peer():
+    """The TorchRec Triton TBE module (the unmodified copies in PEER_COPIES, default .peers/),
+    imported behind the stand-ins of peer_tbe_triton.py."""
     P.PEERS = os.environ.get("PEER_COPIES", os.path.join(HERE, "..", ".peers"))
     P.install_stand_ins()
     import torchrec.distributed.triton_tbe.triton_table_batched_embeddings as tt
-    EOT = P.EmbOptimType
-    meta = json.load(open(os.path.join(args.dump, "meta.json")))
-    idx = torch.from_numpy(np.load(os.path.join(args.dump, "indices.npy"))).to(dev)
-    off = torch.from_numpy(np.load(os.path.join(args.dump, "offsets.npy"))).to(dev)
-    w32 = torch.from_numpy(np.load(os.path.join(args.dump, "weights.npy"))).to(dev)
-    specs, table_map = table_specs(args.dump, meta, w32)
-    res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-           "workload": dict(meta, tables=len(specs), rows=sum(r for r, _ in specs)), "results": {}}
-    flush = l2_flush_buffer()
-    for wname in args.weights or ["fp32", "fp16"]:
-        wdtype = {"fp32": torch.float32, "fp16": torch.float16}[wname]
+    return tt
+
+
+class Dump:
+    """A `tbe-bench forward --dump-npy` folder on the device: meta, indices `idx`, offsets `off`,
+    FP32 weights `w32`, the peer's table specs and feature_table_map (table_specs)."""
+
+    def __init__(self, path):
+        self.meta = json.load(open(os.path.join(path, "meta.json")))
+        self.idx = torch.from_numpy(np.load(os.path.join(path, "indices.npy"))).to(dev)
+        self.off = torch.from_numpy(np.load(os.path.join(path, "offsets.npy"))).to(dev)
+        self.w32 = torch.from_numpy(np.load(os.path.join(path, "weights.npy"))).to(dev)
+        self.specs, self.table_map = table_specs(path, self.meta, self.w32)
+
+    def results_header(self):
+        """The JSON the scripts write, before their timings go under "results"."""
+        return {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
+                "workload": dict(self.meta, tables=len(self.specs),
+                                 rows=sum(r for r, _ in self.specs)),
+                "results": {}}
+
+    def make_tbe(self, tt, wdtype, optimizer):
+        """The peer's module over these tables (its own constructor), weights replaced by the
+        dump's in `wdtype`, FP32 output."""
         tbe = tt.TritonTableBatchedEmbeddingBags(
-            specs, feature_table_map=table_map, weights_precision=wdtype, output_dtype=torch.float32,
-            stochastic_rounding=False, learning_rate=0.01, eps=1e-8,
-            optimizer=EOT.EXACT_SGD, device=dev)
+            self.specs, feature_table_map=self.table_map, weights_precision=wdtype,
+            output_dtype=torch.float32, stochastic_rounding=False, learning_rate=0.01, eps=1e-8,
+            optimizer=optimizer, device=dev)
+        tbe.weight.data.copy_(self.w32.to(wdtype).view(-1))
+        return tbe
+
+
+def write_json(path, res):
+    if path:
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+def main():
+    args = peer_arg_parser("timed iterations (0: one untimed call)").parse_args()
+    tt = import_peer()
+    dump = Dump(args.dump)
+    idx, off = dump.idx, dump.off
+    res = dump.results_header()
+    flush = l2_flush_buffer()
+    for wname in args.weights or list(WEIGHT_DTYPES):
+        tbe = dump.make_tbe(tt, WEIGHT_DTYPES[wname], P.EmbOptimType.EXACT_SGD)
         tbe.bounds_check_mode = type(tbe.bounds_check_mode).NONE  # tbe-bench's .nocheck rows
-        tbe.weight.data.copy_(w32.to(wdtype).view(-1))
         with torch.no_grad():
             if args.iters <= 0:
                 tbe(idx, off)
@@ -84,9 +124,7 @@ def main():
         print(f"peer triton fwd {wname}: median {med:.3f} ms (min {lo:.3f}, max {hi:.3f})", flush=True)
         del tbe
         torch.cuda.empty_cache()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(args.json, res)
 
 
 if __name__ == "__main__":
