@@ -25,7 +25,8 @@
 // smallest carveout that holds 3 blocks), ".r8" = 8 row loads in flight per lane
 // instead of the default 4, ".s8" / ".s16" = the streamed kernel with a ring of 8 / 16 rows per
 // warp (ForwardTuning::staged_rows), ".gpb" = the group-per-bag kernel for every launch, ".st1" =
-// every launch on the caller's stream (ForwardTuning::launch_streams = 1; default 4). Names
+// every launch on the caller's stream (ForwardTuning::launch_streams = 1; default 4), ".ml0" =
+// one launch per run of features with one group size (ForwardTuning::merge_launches off). Names
 // without a kernel suffix take the library's default choice (ForwardTuning::kStagedRowsAuto: the
 // streamed kernel for launches of at least --auto-min-bags bags, else group per bag).
 #include <algorithm>
@@ -88,6 +89,9 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     // ForwardTuning::launch_streams: the library's default, or 1 (".st1": every launch on the
     // caller's stream)
     int streams = cuda::ForwardTuning{}.launch_streams;
+    // ForwardTuning::merge_launches: the library's default, or off (".ml0": one launch per run of
+    // features with one group size)
+    bool merge = cuda::ForwardTuning{}.merge_launches;
   };
   // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
   // rows in flight, 32-bit row index
@@ -107,6 +111,12 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
       {"fp32.fused.st1", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1},
       {"fp16.nocheck.st1", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1},
       {"fp16.fused.st1", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1},
+      {"fp32.nocheck.ml0", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, false},
+      {"fp32.fused.ml0", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, false},
+      {"fp16.nocheck.ml0", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, false},
+      {"fp16.fused.ml0", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, false},
+      {"fp32.nocheck.ml0.st1", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1, false},
+      {"fp16.nocheck.ml0.st1", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1, false},
       {"fp32.nocheck.s8.noL1pref", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 4, true, 8},
       {"fp32acc32.nocheck.s8.noL1pref", DType::F32, PolicyKind::FbgemmCuda, BoundsCheckMode::None, true, false, false, 4, true, 8},
       {"fp32.nocheck.gpb", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, 0},
@@ -246,6 +256,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     tuning.row_index32 = v.row_index32;
     tuning.staged_rows = v.staged;
     tuning.launch_streams = v.streams;
+    tuning.merge_launches = v.merge;
     if (args.auto_min_bags >= 0) tuning.staged_auto_min_bags = args.auto_min_bags;
     cuda::ForwardOp op(p, s, tuning);
     const std::int64_t numel = op.layout().numel;
@@ -271,7 +282,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     }
     results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
                        {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
-                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"launch_streams", v.streams}, {"staged_auto_min_bags", tuning.staged_auto_min_bags}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"launch_streams", v.streams}, {"merge_launches", v.merge}, {"staged_auto_min_bags", tuning.staged_auto_min_bags}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
                        {"iters", args.iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});

@@ -73,8 +73,21 @@ struct FastDiv {
   }
 };
 
-/// Pooled (SUM / MEAN) gather over the bags [bag_begin, bag_end) (one launch per run of features
-/// that share the group size and vector path).
+/// One span of a merged group-per-bag launch (ForwardTuning::merge_launches): the bags
+/// [bag_begin, bag_end) of a run of consecutive features with one group size, gathered by the
+/// launch's blocks [first_block, first_block + ceil(bags / (kBlockThreads / group_size))).
+/// A launch's spans are ordered by first_block (spans[0].first_block = 0). 24 bytes.
+struct PooledSpan {
+  std::int64_t bag_begin, bag_end;
+  std::int32_t group_size;   ///< threads per bag: 1, 2, ..., 32
+  std::uint32_t first_block;
+};
+static_assert(sizeof(PooledSpan) == 24, "PooledSpan: 24 bytes");
+
+/// Pooled (SUM / MEAN) gather over the bags [bag_begin, bag_end) with one group size (one launch
+/// per run of features that share the group size and vector path), or, group-per-bag kernel only,
+/// over a list of spans each with its own group size (`spans` non-null: bag_begin, bag_end and
+/// group_size unused).
 struct PooledArgs {
   const void* weights = nullptr;          ///< [Σ E·D] W
   const void* indices = nullptr;          ///< [N] Idx (raw or repaired)
@@ -91,6 +104,11 @@ struct PooledArgs {
   std::int64_t bags_per_segment = 0;      ///< > 0: every segment has this many bags (non-VBE B)
   FastDiv segment_div;                    ///< by bags_per_segment (when in [1, 2^32) and num_bags < 2^31)
   std::int32_t group_size = tuning::PooledGather::kMaxGroupSize;  ///< threads per bag: 1, 2, ..., 32
+  /// Merged launch (ForwardTuning::merge_launches; group-per-bag kernel, not pipelined): [num_spans]
+  /// spans on device, ordered by first_block, and the launch's blocks in all (span_blocks < 2^31).
+  const PooledSpan* spans = nullptr;
+  std::int32_t num_spans = 0;
+  std::int64_t span_blocks = 0;
   /// Every table of the launch has <= 2^32 rows and ForwardTuning::row_index32: a lookup's row
   /// index is broadcast and multiplied as 32 bits (path "forward.pooled.row_index32").
   bool rows32 = false;

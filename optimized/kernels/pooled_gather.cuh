@@ -19,6 +19,8 @@
 // Shapes: W[Σ E·D] weights; indices[N]; offsets[num_bags + 1]; output per SegmentMeta.
 #pragma once
 
+#include <stdexcept>
+
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/common.cuh"
@@ -225,6 +227,25 @@ struct PooledGather {
 
 };
 
+/// The span of a merged launch that block b belongs to: the last span whose first_block <= b
+/// (spans ordered by first_block, spans[0].first_block = 0). Each warp searches on its own, 32
+/// spans per step (one load per lane, a ballot), so a launch of up to 32 spans costs one load
+/// before the bag's offsets; the span record is then read from the same lines (L1).
+__device__ __forceinline__ int span_of_block(const PooledArgs& a, std::uint32_t b, int lane) {
+  const PooledSpan* spans = a.spans;
+  const int num_spans = a.num_spans;
+  int found = 0;
+  for (int base = 0; base < num_spans; base += tuning::kWarpThreads) {
+    const int i = base + lane;
+    const bool started = i < num_spans && TBE_MUTANT_SWAP(a, kFwdSpanStartsLate, __ldg(&spans[i].first_block) < b,
+                                                     __ldg(&spans[i].first_block) <= b);
+    const unsigned m = __ballot_sync(0xffffffffu, started);
+    if (m != 0) found = base + 31 - __clz(m);
+    if (m != 0xffffffffu) break;  // ordered: no later span starts at or before b
+  }
+  return found;
+}
+
 /// One kernel per combination of the launch's uniform flags (kRows32 = PooledArgs::rows32,
 /// kWeighted = per-sample weights), so each gets its own register allocation (one kernel holding
 /// all four spilled 100-476 bytes in its FP64-accumulation instances; bench/results/README.md,
@@ -236,15 +257,25 @@ __global__ void __launch_bounds__(kPooledBlock, kPipelined
                                                      : tuning::PooledGather::kMinBlocksPerSm)
 pooled_gather_group_per_bag(const PooledArgs a) {
   if (fatal_aborted(a.abort_key)) return;
-  const int G = a.group_size;
-  const int log2_g = __ffs(G) - 1;  // G is a power of two: shifts, not divisions
   const int lane = threadIdx.x & 31;
+  // the block's bags and group size: the launch's, or those of its span (merged launch)
+  std::int64_t span_begin = a.bag_begin, span_end = a.bag_end;
+  int G = a.group_size;
+  std::uint32_t block = blockIdx.x;
+  if (!kPipelined && a.spans != nullptr) {
+    const PooledSpan sp = a.spans[span_of_block(a, block, lane)];
+    span_begin = sp.bag_begin;
+    span_end = sp.bag_end;
+    G = sp.group_size;
+    block -= sp.first_block;
+  }
+  const int log2_g = __ffs(G) - 1;  // G is a power of two: shifts, not divisions
   using Gather = PooledGather<W, Acc, Out, Idx, VEC, kRows>;
   const Gather gather{a, G, lane & (G - 1), lane & ~(G - 1)};
   const std::int64_t groups_per_block = kPooledBlock >> log2_g;
-  std::int64_t k = a.bag_begin + static_cast<std::int64_t>(blockIdx.x) * groups_per_block +
+  std::int64_t k = span_begin + static_cast<std::int64_t>(block) * groups_per_block +
                    (threadIdx.x >> log2_g);
-  const std::int64_t bag_end = TBE_MUTANT_SWAP(a, kFwdLastBagSkipped, a.bag_end - 1, a.bag_end);
+  const std::int64_t bag_end = TBE_MUTANT_SWAP(a, kFwdLastBagSkipped, span_end - 1, span_end);
   bool live = k < bag_end;
   // a warp leaves only as a whole: its groups share the full-warp index shuffles
   if (!__any_sync(Gather::kFullWarp, live)) return;
@@ -291,10 +322,17 @@ void launch_pooled_kernel(const PooledArgs& a, cudaStream_t stream) {
   constexpr int VEC = kVec ? tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W)) : 1;
   auto* kernel = pooled_gather_group_per_bag<W, storage_t<kAcc>, storage_t<kOut>, storage_t<kIdx>,
                                              VEC, kPipelined, kRows, kRows32, kWeighted>;
-  const std::int64_t bags = a.bag_end - a.bag_begin;
-  if (bags <= 0) return;
-  const std::int64_t per_block = kPooledBlock / a.group_size;
-  std::int64_t blocks = (bags + per_block - 1) / per_block;
+  std::int64_t blocks = 0;
+  if (a.spans != nullptr) {  // merged launch: the host counted each span's blocks
+    // the persistent grid strides over one range: the plan never merges its launches
+    if constexpr (kPipelined) throw std::logic_error("pooled gather: a merged launch on the pipelined kernel");
+    blocks = a.span_blocks;
+  } else {
+    const std::int64_t bags = a.bag_end - a.bag_begin;
+    const std::int64_t per_block = kPooledBlock / a.group_size;
+    blocks = (bags + per_block - 1) / per_block;
+  }
+  if (blocks <= 0) return;
   static int carveout_set = -1;  // per instance: the L1 preference last applied
   if (carveout_set != static_cast<int>(a.prefer_l1)) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

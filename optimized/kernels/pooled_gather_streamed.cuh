@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
 
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
@@ -370,6 +371,8 @@ void launch_streamed_kernel(const PooledArgs& a, cudaStream_t stream) {
 
 template <DType kW, DType kAcc, DType kOut, DType kIdx, int kR>
 void launch_pooled_streamed_t(const PooledArgs& a, cudaStream_t stream) {
+  // a warp streams consecutive bags of one range: the plan never merges streamed launches
+  if (a.spans != nullptr) throw std::logic_error("streamed gather: a merged launch");
   if (a.bag_end <= a.bag_begin) return;
   using W = storage_t<kW>;
   using Acc = storage_t<kAcc>;

@@ -46,7 +46,65 @@ struct PooledLaunch {
   /// PooledTypes::staged_rows of the launch: ForwardTuning::staged_rows when it may stream
   /// (vector path, a warp per bag, no column chunks, types compiled for it), else 0.
   int staged_rows = 0;
+  /// Merged launch (ForwardTuning::merge_launches): its spans are ForwardPlan::d_spans
+  /// [span_begin, span_begin + span_count), span_blocks blocks in all; span_count 0: one range.
+  std::int32_t span_begin = 0, span_count = 0;
+  std::int64_t span_blocks = 0;
 };
+
+namespace {
+/// Blocks of the group-per-bag kernel over `bags` bags at group size g.
+std::int64_t group_per_bag_blocks(std::int64_t bags, int g) {
+  const std::int64_t per_block = tuning::PooledGather::kBlockThreads / g;
+  return (bags + per_block - 1) / per_block;
+}
+
+/// ForwardTuning::merge_launches: the launches that run the group-per-bag kernel (`group[i]`)
+/// become one launch per vector path, over the spans of its members (each keeping its group
+/// size), in plan order; a merged launch stays under 2^31 blocks (else a second one starts).
+/// Launches on the other kernels, and a path with one such launch, are kept as they are.
+/// Returns the new launch list; `spans` receives every merged launch's spans.
+std::vector<PooledLaunch> merge_group_per_bag(const std::vector<PooledLaunch>& launches,
+                                              const std::vector<bool>& group,
+                                              std::vector<detail::PooledSpan>& spans) {
+  constexpr std::int64_t kMaxBlocks = std::numeric_limits<std::int32_t>::max();
+  std::vector<PooledLaunch> out;
+  for (bool vec : {true, false}) {  // members of one merged launch share the vector path
+    std::vector<PooledLaunch> members;
+    for (std::size_t i = 0; i < launches.size(); ++i)
+      if (group[i] && launches[i].vectorized == vec) members.push_back(launches[i]);
+    if (members.size() < 2) continue;
+    PooledLaunch* m = nullptr;
+    for (const PooledLaunch& l : members) {
+      const std::int64_t blocks = group_per_bag_blocks(l.bag_end - l.bag_begin, l.group_size);
+      if (m == nullptr || m->span_blocks + blocks > kMaxBlocks) {
+        out.push_back(PooledLaunch{l.bag_begin, l.bag_end, l.group_size, vec, false});
+        m = &out.back();
+        m->span_begin = static_cast<std::int32_t>(spans.size());
+      }
+      spans.push_back(detail::PooledSpan{l.bag_begin, l.bag_end, l.group_size,
+                                         static_cast<std::uint32_t>(m->span_blocks)});
+      ++m->span_count;
+      m->span_blocks += blocks;
+      m->chunked = m->chunked || l.chunked;
+      m->bag_begin = std::min(m->bag_begin, l.bag_begin);
+      m->bag_end = std::max(m->bag_end, l.bag_end);
+      m->group_size = std::max(m->group_size, l.group_size);
+    }
+  }
+  // the launches not merged, in plan order, after the merged ones
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    if (group[i]) {
+      std::size_t same_path = 0;
+      for (std::size_t j = 0; j < launches.size(); ++j)
+        same_path += group[j] && launches[j].vectorized == launches[i].vectorized;
+      if (same_path >= 2) continue;
+    }
+    out.push_back(launches[i]);
+  }
+  return out;
+}
+}  // namespace
 
 struct ForwardPlan {
   // --- problem (device data pointers, host metadata copies) ---
@@ -71,6 +129,7 @@ struct ForwardPlan {
   std::int64_t* d_seg_first_bag = nullptr;
   SegmentMeta* d_segs = nullptr;
   std::int32_t num_segs = 0;
+  detail::PooledSpan* d_spans = nullptr;  ///< the merged launches' spans (PooledLaunch::span_begin)
   // --- small-table histogram path (docs/small-table.md) ---
   std::vector<SmallTableFeature> small_decision;  ///< [T]
   std::vector<std::int32_t> small_features;       ///< eligible features, ascending
@@ -178,6 +237,11 @@ struct ForwardPlan {
       a.bag_end = l.bag_end;
       a.num_bags = num_bags;
       a.group_size = l.group_size;
+      if (l.span_count > 0) {
+        a.spans = d_spans + l.span_begin;
+        a.num_spans = l.span_count;
+        a.span_blocks = l.span_blocks;
+      }
       a.rows32 = rows32;
       a.bags_per_segment = bags_per_segment;
       if (bags_per_segment > 0 && bags_per_segment < (std::int64_t{1} << 32))
@@ -332,33 +396,8 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
   }
   P.num_segs = static_cast<std::int32_t>(segs.size());
 
-  // --- upload (one buffer, kWorkspaceAlignment-aligned pieces) ---
-  WorkspaceLayout meta;
-  const std::size_t o_feat = meta.add(features.size() * sizeof(FeatureMeta));
-  const std::size_t o_ffb = meta.add(P.layout.feature_bag_offset.size() * 8);
-  const std::size_t o_sfb = meta.add(seg_first.size() * 8);
-  const std::size_t o_seg = meta.add(segs.size() * sizeof(SegmentMeta));
-  const std::size_t o_small = meta.add(small_meta.size() * sizeof(detail::SmallFeatureMeta));
-  const std::size_t meta_bytes = meta.total;
-  std::vector<char> host(meta_bytes, 0);
-  if (!features.empty()) std::memcpy(host.data() + o_feat, features.data(), features.size() * sizeof(FeatureMeta));
-  std::memcpy(host.data() + o_ffb, P.layout.feature_bag_offset.data(), P.layout.feature_bag_offset.size() * 8);
-  if (!seg_first.empty()) std::memcpy(host.data() + o_sfb, seg_first.data(), seg_first.size() * 8);
-  if (!segs.empty()) std::memcpy(host.data() + o_seg, segs.data(), segs.size() * sizeof(SegmentMeta));
-  if (!small_meta.empty())
-    std::memcpy(host.data() + o_small, small_meta.data(),
-                small_meta.size() * sizeof(detail::SmallFeatureMeta));
-  cuda_check(cudaMalloc(&P.d_meta, meta_bytes), "cudaMalloc(forward metadata)");
-  cuda_check(cudaMemcpy(P.d_meta, host.data(), meta_bytes, cudaMemcpyHostToDevice),
-             "upload forward metadata");
-  char* base = static_cast<char*>(P.d_meta);
-  P.d_features = reinterpret_cast<FeatureMeta*>(base + o_feat);
-  P.d_feature_first_bag = reinterpret_cast<std::int64_t*>(base + o_ffb);
-  P.d_seg_first_bag = reinterpret_cast<std::int64_t*>(base + o_sfb);
-  P.d_segs = reinterpret_cast<SegmentMeta*>(base + o_seg);
-  P.d_small = reinterpret_cast<detail::SmallFeatureMeta*>(base + o_small);
-
   // --- launch plan: group size from D, 16-byte vectors where row starts allow them ---
+  std::vector<detail::PooledSpan> spans;  // the merged launches' (PooledLaunch::span_begin)
   const int vec = detail::vector_width(P.weights_dtype);
   const bool base_aligned =
       reinterpret_cast<std::uintptr_t>(P.weights) % tuning::PooledGather::kVectorBytes == 0;
@@ -422,18 +461,24 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     // and no small-table feature: T = 0)
     bool any_streamed = false, any_pipelined = false,
          any_group = P.pooled.empty() && P.small_features.empty();
-    for (PooledLaunch& l : P.pooled) {
+    std::vector<bool> group(P.pooled.size(), false);  // runs the group-per-bag kernel
+    for (std::size_t i = 0; i < P.pooled.size(); ++i) {
+      PooledLaunch& l = P.pooled[i];
       if (streamed_tuned && l.vectorized && !l.chunked &&
           l.group_size == tuning::PooledGather::kMaxGroupSize &&
           l.bag_end - l.bag_begin >= streamed_min_bags)
         l.staged_rows = streamed_rows;
       if (l.staged_rows > 0) any_streamed = true;
       else if (tuning.pipelined && pipelined_compiled && l.vectorized) any_pipelined = true;
-      else any_group = true;
+      else group[i] = any_group = true;
     }
     if (any_streamed) P.paths.push_back("forward.pooled.streamed");
     if (any_pipelined) P.paths.push_back("forward.pooled.pipelined");
     if (any_group) P.paths.push_back("forward.pooled.group_per_bag");
+    if (tuning.merge_launches) {
+      P.pooled = merge_group_per_bag(P.pooled, group, spans);
+      if (!spans.empty()) P.paths.push_back("forward.pooled.merged_launch");
+    }
     if (!P.small_features.empty()) P.paths.push_back("forward.small_table");
     if (p.lookups.is_vbe()) P.paths.push_back("forward.vbe");
     // launch_streams: the launches (pooled, then small-table) over that many streams, at most one
@@ -453,6 +498,36 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
       }
     }
   }
+  // --- upload (one buffer, kWorkspaceAlignment-aligned pieces) ---
+  WorkspaceLayout meta;
+  const std::size_t o_feat = meta.add(features.size() * sizeof(FeatureMeta));
+  const std::size_t o_ffb = meta.add(P.layout.feature_bag_offset.size() * 8);
+  const std::size_t o_sfb = meta.add(seg_first.size() * 8);
+  const std::size_t o_seg = meta.add(segs.size() * sizeof(SegmentMeta));
+  const std::size_t o_small = meta.add(small_meta.size() * sizeof(detail::SmallFeatureMeta));
+  const std::size_t o_spans = meta.add(spans.size() * sizeof(detail::PooledSpan));
+  const std::size_t meta_bytes = meta.total;
+  std::vector<char> host(meta_bytes, 0);
+  if (!features.empty()) std::memcpy(host.data() + o_feat, features.data(), features.size() * sizeof(FeatureMeta));
+  std::memcpy(host.data() + o_ffb, P.layout.feature_bag_offset.data(), P.layout.feature_bag_offset.size() * 8);
+  if (!seg_first.empty()) std::memcpy(host.data() + o_sfb, seg_first.data(), seg_first.size() * 8);
+  if (!segs.empty()) std::memcpy(host.data() + o_seg, segs.data(), segs.size() * sizeof(SegmentMeta));
+  if (!small_meta.empty())
+    std::memcpy(host.data() + o_small, small_meta.data(),
+                small_meta.size() * sizeof(detail::SmallFeatureMeta));
+  if (!spans.empty())
+    std::memcpy(host.data() + o_spans, spans.data(), spans.size() * sizeof(detail::PooledSpan));
+  cuda_check(cudaMalloc(&P.d_meta, meta_bytes), "cudaMalloc(forward metadata)");
+  cuda_check(cudaMemcpy(P.d_meta, host.data(), meta_bytes, cudaMemcpyHostToDevice),
+             "upload forward metadata");
+  char* base = static_cast<char*>(P.d_meta);
+  P.d_features = reinterpret_cast<FeatureMeta*>(base + o_feat);
+  P.d_feature_first_bag = reinterpret_cast<std::int64_t*>(base + o_ffb);
+  P.d_seg_first_bag = reinterpret_cast<std::int64_t*>(base + o_sfb);
+  P.d_segs = reinterpret_cast<SegmentMeta*>(base + o_seg);
+  P.d_small = reinterpret_cast<detail::SmallFeatureMeta*>(base + o_small);
+  P.d_spans = reinterpret_cast<detail::PooledSpan*>(base + o_spans);
+
   switch (P.mode) {
     case BoundsCheckMode::Fatal: P.paths.push_back("bounds.fatal_check"); break;
     case BoundsCheckMode::None: break;

@@ -244,6 +244,129 @@ TEST_CASE("forward launches over several streams: same bits, forked from and joi
     }
 }
 
+namespace {
+/// T features over 5 tables of D = 4, 8, 64, 128, 16 (FP32 vector path: group sizes 1, 2, 16,
+/// 32, 4; FP16: D = 4 on the scalar path, the rest 1, 8, 16, 2), feature f on table f mod 5, so
+/// no two neighbours share a launch: T pooled launches, T spans once merged (T = 40: 40 FP32
+/// spans, more than one ballot step; FP16: 32 vector spans and 8 scalar). B bags per feature
+/// (or VBE: ranks of 3 and B - 3 bags), lengths cycling 0..9 with a 300 every 97th bag; one bad
+/// index and one decreasing offset (WARNING repairs them).
+ForwardCase mixed_group_case(DType w, std::int32_t T, std::int64_t B, PoolingMode pooling,
+                             bool weighted, bool vbe) {
+  ForwardCase c;
+  c.set_tables(w, {40, 88, 208, 64, 8}, {4, 8, 64, 128, 16});  // E·D multiples of 8: aligned
+  for (std::int32_t f = 0; f < T; ++f) c.feature_table_map.push_back(f % 5);
+  c.options.pooling = pooling;
+  c.options.bounds_check = BoundsCheckMode::Warning;
+  c.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
+  for (std::int64_t t = 0; t < 5; ++t)
+    for (std::int64_t r = 0; r < c.rows[t]; ++r)
+      for (std::int32_t d = 0; d < c.dims[t]; ++d)
+        c.set_weight(t, r, d, static_cast<double>((r * 11 + d * 5 + t * 3) % 31) - 15.0 + 0.25 * d);
+  if (vbe) {
+    c.vbe_ranks = 2;
+    for (std::int32_t f = 0; f < T; ++f) {
+      c.vbe_batch_sizes.push_back(3);
+      c.vbe_batch_sizes.push_back(B - 3);
+    }
+  } else {
+    c.batch_size = B;
+  }
+  c.offsets = {0};
+  for (std::int64_t k = 0; k < T * B; ++k) {
+    const std::int64_t E = c.rows[c.feature_table_map[k / B]];
+    const std::int64_t L = k % 97 == 50 ? 300 : k % 10;
+    for (std::int64_t i = 0; i < L; ++i) c.indices.push_back((k * 29 + i * 13) % E);
+    c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
+  }
+  if (weighted)
+    for (std::size_t i = 0; i < c.indices.size(); ++i)
+      c.per_sample_weights.push_back(static_cast<float>(i % 9) * 0.25f - 1.0f);
+  c.indices[c.indices.size() / 3] = 100'000;  // past every table's E
+  const std::size_t m = c.offsets.size() / 2;
+  c.offsets[m] = c.offsets[m - 1] - 1;        // decreasing offset
+  return c;
+}
+}  // namespace
+
+TEST_CASE("forward: group-per-bag launches merged into one per vector path (merge_launches)",
+          "[gpu][forward][merge]") {
+  // Every feature its own group size, so every block boundary of the merged launch is a span
+  // boundary somewhere: a block given the wrong span writes the wrong rows or none (the output
+  // sentinels), a span's group size taken from its neighbour reads the wrong columns. Merged and
+  // unmerged give the same bits and warnings, inside the enclosures; the plan says when it merged.
+  struct Shape {
+    DType w;
+    std::int32_t T;
+    std::int64_t B;
+    PoolingMode pooling;
+    bool weighted, vbe;
+  };
+  const Shape shapes[] = {
+      {DType::F32, 40, 300, PoolingMode::Sum, false, false},  // 40 spans: two ballot steps
+      {DType::F32, 7, 1000, PoolingMode::Mean, true, false},  // G = 1 spans of 4 blocks
+      {DType::F16, 40, 70, PoolingMode::Sum, true, true},     // 32 vector + 8 scalar spans, VBE
+      {DType::F32, 6, 1, PoolingMode::Sum, false, false},     // one bag per feature: spans of one block
+  };
+  for (const Shape& sh : shapes)
+    for (bool fused : {true, false}) {
+      ForwardCase c = mixed_group_case(sh.w, sh.T, sh.B, sh.pooling, sh.weighted, sh.vbe && sh.B > 3);
+      INFO("w=" << to_string(sh.w) << " T=" << sh.T << " B=" << sh.B << " pooling="
+                << to_string(sh.pooling) << " weighted=" << sh.weighted << " vbe=" << sh.vbe
+                << " fused=" << fused);
+      const std::int64_t expected_warnings = repair(c.view()).warnings;
+      cuda::ForwardTuning apart = group_per_bag();
+      apart.merge_launches = false;
+      const Outcome base = run_gpu(c, fused, apart);
+      REQUIRE(base.kind == Outcome::Kind::Ok);
+      CHECK(base.stats.warnings == expected_warnings);
+      CHECK_FALSE(has_path(base, "forward.pooled.merged_launch"));
+      check_in_enclosure(c, base);
+      for (int streams : {1, 4}) {
+        cuda::ForwardTuning merged = group_per_bag();
+        merged.launch_streams = streams;
+        INFO(describe_gpu(fused, merged));
+        const Outcome g = run_gpu(c, fused, merged);
+        REQUIRE(g.kind == Outcome::Kind::Ok);
+        CHECK(g.sentinels_intact);
+        CHECK(g.stats.warnings == expected_warnings);
+        CHECK(has_path(g, "forward.pooled.merged_launch"));
+        CHECK(count_bit_differences(base, g) == 0);
+      }
+    }
+}
+
+TEST_CASE("forward: merge_launches leaves streamed and pipelined launches alone",
+          "[gpu][forward][merge]") {
+  // FP32, T = 8 (D 4, 8, 64, 128, 16, 4, 8, 64): with every G = 32 launch streamed
+  // (staged_rows 8) one D = 128 launch streams and the seven others merge; with pipelined the
+  // vector launches run the persistent grid and nothing merges (FP16 adds the scalar D = 4 spans:
+  // two of them merge). Same bits as the group-per-bag kernel unmerged.
+  for (DType w : {DType::F32, DType::F16}) {
+    ForwardCase c = mixed_group_case(w, 8, 200, PoolingMode::Sum, false, false);
+    cuda::ForwardTuning apart = group_per_bag();
+    apart.merge_launches = false;
+    const Outcome base = run_gpu(c, true, apart);
+    REQUIRE(base.kind == Outcome::Kind::Ok);
+    cuda::ForwardTuning streamed;
+    streamed.staged_rows = 8;
+    cuda::ForwardTuning pipelined = group_per_bag();
+    pipelined.pipelined = true;
+    for (const cuda::ForwardTuning& t : {streamed, pipelined}) {
+      INFO("w=" << to_string(w) << " " << describe_gpu(true, t));
+      const Outcome g = run_gpu(c, true, t);
+      REQUIRE(g.kind == Outcome::Kind::Ok);
+      CHECK(g.sentinels_intact);
+      CHECK(count_bit_differences(base, g) == 0);
+      // streamed: FP32 D = 128 (G = 32) streams; FP16 D = 128 has G = 16: every launch merges
+      CHECK(has_path(g, "forward.pooled.streamed") == (t.staged_rows == 8 && w == DType::F32));
+      CHECK(has_path(g, "forward.pooled.pipelined") == t.pipelined);
+      // merged: the group-per-bag launches of a vector path, when two or more
+      CHECK(has_path(g, "forward.pooled.merged_launch") == (!t.pipelined || w == DType::F16));
+    }
+  }
+}
+
 TEST_CASE("streamed gather: path names follow the kernel each launch runs",
           "[gpu][forward][streamed]") {
   // FP32 D = 128 (streamed) beside D = 127 (scalar path) with pipelined asked for: the scalar

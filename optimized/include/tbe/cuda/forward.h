@@ -99,6 +99,16 @@ struct ForwardTuning {
   /// (the tests draw 1, 2, 4, 8).
   static constexpr int kMaxLaunchStreams = 8;
   int launch_streams = 4;
+  /// Pooled launches that run the group-per-bag kernel (not streamed, not pipelined) become one
+  /// launch per vector path (vector / scalar), over a list of spans: each span a run of
+  /// consecutive features with one group size, gathered by its own blocks at that group size (a
+  /// block finds its span with one ballot over the span list; path "forward.pooled.merged_launch"
+  /// when two or more launches merged). Why: a mixed-D workload plans one launch per run of equal
+  /// group sizes (prod-mixed: 66 launches, D cycling 4, 8, 64, 128), each too small to fill the
+  /// device; session 28's merge at one group size (the largest) cost small-D bags their packing
+  /// (bench/results/README.md). false: one launch per run, as before. Same output bits either way
+  /// (the tests draw both).
+  bool merge_launches = true;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
 };

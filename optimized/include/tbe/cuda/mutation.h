@@ -48,6 +48,8 @@ namespace tbe::cuda {
   X(kFwdLastBagSkipped, "fwd_last_bag_skipped",                                                    \
     "kernels/pooled_gather.cuh: pooled_gather_group_per_bag",                                      \
     "the last bag of each launch is not gathered (k >= bag_end - 1)")                              \
+  X(kFwdSpanStartsLate, "fwd_span_starts_late", "kernels/pooled_gather.cuh: span_of_block",       \
+    "merged launch: a span's first block is given the span before it (first_block < b, not <=)")   \
   X(kFwdRowOffset32, "fwd_row_offset_32bit", "kernels/pooled_gather.cuh: PooledGather::row_address", \
     "the row's element offset r·D is computed in 32 bits (wrong for E·D >= 2^31)")                 \
   X(kFwdVbeRankFeatureSwapped, "fwd_vbe_rank_feature_swapped", "src/forward_op.cpp: ForwardOp",    \
