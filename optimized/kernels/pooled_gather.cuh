@@ -247,11 +247,13 @@ __device__ __forceinline__ int span_of_block(const PooledArgs& a, std::uint32_t 
 }
 
 /// One kernel per combination of the launch's uniform flags (kRows32 = PooledArgs::rows32,
-/// kWeighted = per-sample weights), so each gets its own register allocation (one kernel holding
-/// all four spilled 100-476 bytes in its FP64-accumulation instances; bench/results/README.md,
-/// session 20).
+/// kWeighted = per-sample weights, kSpans = a merged launch's span list), so each gets its own
+/// register allocation (one kernel holding all four spilled 100-476 bytes in its FP64-accumulation
+/// instances; bench/results/README.md, session 20). kSpans: a block's group size comes from a
+/// load, not from the launch's parameters, so the launches of one range keep the instance whose
+/// group size the compiler sees as the launch's constant.
 template <class W, class Acc, class Out, class Idx, int VEC, bool kPipelined, int kRows,
-          bool kRows32, bool kWeighted>
+          bool kRows32, bool kWeighted, bool kSpans>
 __global__ void __launch_bounds__(kPooledBlock, kPipelined
                                                      ? tuning::PooledGather::kMinBlocksPerSmPipelined
                                                      : tuning::PooledGather::kMinBlocksPerSm)
@@ -262,7 +264,8 @@ pooled_gather_group_per_bag(const PooledArgs a) {
   std::int64_t span_begin = a.bag_begin, span_end = a.bag_end;
   int G = a.group_size;
   std::uint32_t block = blockIdx.x;
-  if (!kPipelined && a.spans != nullptr) {
+  if constexpr (kSpans) {
+    static_assert(!kPipelined, "the persistent grid strides over one range");
     const PooledSpan sp = a.spans[span_of_block(a, block, lane)];
     span_begin = sp.bag_begin;
     span_end = sp.bag_end;
@@ -316,16 +319,14 @@ pooled_gather_group_per_bag(const PooledArgs a) {
 }
 
 template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows,
-          bool kRows32, bool kWeighted>
+          bool kRows32, bool kWeighted, bool kSpans>
 void launch_pooled_kernel(const PooledArgs& a, cudaStream_t stream) {
   using W = storage_t<kW>;
   constexpr int VEC = kVec ? tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W)) : 1;
   auto* kernel = pooled_gather_group_per_bag<W, storage_t<kAcc>, storage_t<kOut>, storage_t<kIdx>,
-                                             VEC, kPipelined, kRows, kRows32, kWeighted>;
+                                             VEC, kPipelined, kRows, kRows32, kWeighted, kSpans>;
   std::int64_t blocks = 0;
-  if (a.spans != nullptr) {  // merged launch: the host counted each span's blocks
-    // the persistent grid strides over one range: the plan never merges its launches
-    if constexpr (kPipelined) throw std::logic_error("pooled gather: a merged launch on the pipelined kernel");
+  if constexpr (kSpans) {  // merged launch: the host counted each span's blocks
     blocks = a.span_blocks;
   } else {
     const std::int64_t bags = a.bag_end - a.bag_begin;
@@ -354,13 +355,24 @@ void launch_pooled_kernel(const PooledArgs& a, cudaStream_t stream) {
 }
 
 /// The group-per-bag launch with the kernel instance of the launch's flags (32-bit row
-/// arithmetic, per-sample weights; both uniform over the grid).
+/// arithmetic, per-sample weights, a merged launch's spans; all uniform over the grid). Spans
+/// are compiled for the default kernel only (one group per bag, kRowsInFlight rows): the plan
+/// merges no launch of the pipelined or 8-rows kernels (src/forward_op.cpp).
 template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
+  constexpr bool kMayMerge = !kPipelined && kRows == tuning::PooledGather::kRowsInFlight;
+  if (!kMayMerge && a.spans != nullptr)
+    throw std::logic_error("pooled gather: a merged launch on the pipelined or 8-rows kernel");
   dispatch::dispatch_flag(a.rows32, [&](auto rows32) {
+    constexpr bool kRows32 = decltype(rows32)::value;
     dispatch::dispatch_flag(a.per_sample_weights != nullptr, [&](auto weighted) {
-      launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, decltype(rows32)::value,
-                           decltype(weighted)::value>(a, stream);
+      constexpr bool kWeighted = decltype(weighted)::value;
+      dispatch::dispatch_flag(kMayMerge && a.spans != nullptr, [&](auto spans) {
+        constexpr bool kSpans = decltype(spans)::value;
+        if constexpr (kMayMerge || !kSpans)
+          launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, kRows32, kWeighted,
+                               kSpans>(a, stream);
+      });
     });
   });
 }

@@ -470,7 +470,12 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
         l.staged_rows = streamed_rows;
       if (l.staged_rows > 0) any_streamed = true;
       else if (tuning.pipelined && pipelined_compiled && l.vectorized) any_pipelined = true;
-      else group[i] = any_group = true;
+      else any_group = true;
+      // mergeable: the group-per-bag kernel with kRowsInFlight rows (the dispatch's 8-rows
+      // instance takes vector launches of the compiled types when the tuning asks for 8)
+      group[i] = l.staged_rows == 0 && !(tuning.pipelined && pipelined_compiled && l.vectorized) &&
+                 !(tuning.rows_in_flight == tuning::PooledGather::kRowsInFlightMany &&
+                   pipelined_compiled && l.vectorized);
     }
     if (any_streamed) P.paths.push_back("forward.pooled.streamed");
     if (any_pipelined) P.paths.push_back("forward.pooled.pipelined");

@@ -226,12 +226,13 @@ TEST_CASE("forward launches over several streams: same bits, forked from and joi
       INFO("fused=" << fused << " pooling=" << to_string(pooling));
       cuda::ForwardTuning one;
       one.launch_streams = 1;
+      one.merge_launches = false;  // three launches (merged, they would be one)
       const Outcome base = run_gpu(c, fused, one);
       REQUIRE(base.kind == Outcome::Kind::Ok);
       CHECK_FALSE(has_path(base, "forward.launch_streams"));
       check_in_enclosure(c, base);
       for (int streams : {2, 3, 8}) {
-        cuda::ForwardTuning tuning;
+        cuda::ForwardTuning tuning = one;
         tuning.launch_streams = streams;
         INFO(describe_gpu(fused, tuning));
         const Outcome g = run_gpu(c, fused, tuning);
@@ -336,12 +337,12 @@ TEST_CASE("forward: group-per-bag launches merged into one per vector path (merg
     }
 }
 
-TEST_CASE("forward: merge_launches leaves streamed and pipelined launches alone",
+TEST_CASE("forward: merge_launches leaves streamed, pipelined and 8-rows launches alone",
           "[gpu][forward][merge]") {
   // FP32, T = 8 (D 4, 8, 64, 128, 16, 4, 8, 64): with every G = 32 launch streamed
-  // (staged_rows 8) one D = 128 launch streams and the seven others merge; with pipelined the
-  // vector launches run the persistent grid and nothing merges (FP16 adds the scalar D = 4 spans:
-  // two of them merge). Same bits as the group-per-bag kernel unmerged.
+  // (staged_rows 8) one D = 128 launch streams and the seven others merge; with pipelined or 8
+  // rows in flight the vector launches run that kernel and nothing merges (FP16 adds the scalar
+  // D = 4 spans: two of them merge). Same bits as the group-per-bag kernel unmerged.
   for (DType w : {DType::F32, DType::F16}) {
     ForwardCase c = mixed_group_case(w, 8, 200, PoolingMode::Sum, false, false);
     cuda::ForwardTuning apart = group_per_bag();
@@ -352,7 +353,9 @@ TEST_CASE("forward: merge_launches leaves streamed and pipelined launches alone"
     streamed.staged_rows = 8;
     cuda::ForwardTuning pipelined = group_per_bag();
     pipelined.pipelined = true;
-    for (const cuda::ForwardTuning& t : {streamed, pipelined}) {
+    cuda::ForwardTuning rows8 = group_per_bag();
+    rows8.rows_in_flight = 8;
+    for (const cuda::ForwardTuning& t : {streamed, pipelined, rows8}) {
       INFO("w=" << to_string(w) << " " << describe_gpu(true, t));
       const Outcome g = run_gpu(c, true, t);
       REQUIRE(g.kind == Outcome::Kind::Ok);
@@ -362,7 +365,8 @@ TEST_CASE("forward: merge_launches leaves streamed and pipelined launches alone"
       CHECK(has_path(g, "forward.pooled.streamed") == (t.staged_rows == 8 && w == DType::F32));
       CHECK(has_path(g, "forward.pooled.pipelined") == t.pipelined);
       // merged: the group-per-bag launches of a vector path, when two or more
-      CHECK(has_path(g, "forward.pooled.merged_launch") == (!t.pipelined || w == DType::F16));
+      const bool vector_kept = t.pipelined || t.rows_in_flight == 8;
+      CHECK(has_path(g, "forward.pooled.merged_launch") == (!vector_kept || w == DType::F16));
     }
   }
 }
