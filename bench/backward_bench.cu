@@ -83,6 +83,9 @@ struct Variant {
   /// short runs and chunks in two launches (".separate"; the others Auto: one launch where the
   /// staged short-run instance runs)
   cuda::BackwardTuning::RunLaunch run_launch = cuda::BackwardTuning::RunLaunch::Auto;
+  /// the short-run group sizes (".widest": one launch at the widest table's group; the others
+  /// Auto: one launch per group size where the tables' D differ)
+  cuda::BackwardTuning::ShortGroups short_groups = cuda::BackwardTuning::ShortGroups::Auto;
 };
 
 }  // namespace
@@ -99,6 +102,8 @@ int backward_main(const BackwardArgs& args) {
   constexpr auto kStatic = cuda::BackwardTuning::ChunkSchedule::Static;
   constexpr auto kDynamic = cuda::BackwardTuning::ChunkSchedule::Dynamic;
   constexpr auto kSeparate = cuda::BackwardTuning::RunLaunch::Separate;
+  constexpr auto kAutoLaunch = cuda::BackwardTuning::RunLaunch::Auto;
+  constexpr auto kWidest = cuda::BackwardTuning::ShortGroups::Widest;
   const std::optional<std::vector<Variant>> variants = only_variants<Variant>({
       {"fp32.sgd", DType::F32, OptimizerKind::ExactSgd, false},
       {"fp32.sgd.hoisted", DType::F32, OptimizerKind::ExactSgd, true},
@@ -124,6 +129,9 @@ int backward_main(const BackwardArgs& args) {
       {"fp32.adagrad.hoisted.separate", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kSeparate},
       {"fp16.adagrad.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, false, kAutoShort, kAutoOrder, kDynamic, kSeparate},
       {"fp16.adagrad.hoisted.separate", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kSeparate},
+      {"fp32.sgd.hoisted.widest", DType::F32, OptimizerKind::ExactSgd, true, kAutoShort, kAutoOrder, kDynamic, kAutoLaunch, kWidest},
+      {"fp32.adagrad.hoisted.widest", DType::F32, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kAutoLaunch, kWidest},
+      {"fp16.adagrad.hoisted.widest", DType::F16, OptimizerKind::ExactRowwiseAdagrad, true, kAutoShort, kAutoOrder, kDynamic, kAutoLaunch, kWidest},
   }, args.only, "backward");
   if (!variants) return 2;  // --only named an unknown variant (checked before the workload)
 
@@ -216,6 +224,7 @@ int backward_main(const BackwardArgs& args) {
     knobs.chunk_order = v.chunk_order;
     knobs.chunk_schedule = v.chunk_schedule;
     knobs.run_launch = v.run_launch;
+    knobs.short_groups = v.short_groups;
     if (args.interleave_chunk_every > 0) knobs.interleave_chunk_every = args.interleave_chunk_every;
     knobs.transpose.keys = args.transpose_keys == "row-bits"     ? cuda::TransposeTuning::Keys::RowBits
                            : args.transpose_keys == "linear-ids" ? cuda::TransposeTuning::Keys::LinearIds

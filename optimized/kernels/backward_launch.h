@@ -41,7 +41,8 @@ constexpr bool staged_gather_shape(bool block_group, bool grad_vec, int group_si
 struct BackwardDeviceCounters {
   unsigned long long short_runs, short_lookups;
   /// short runs longer than RunKernels::kRowsInFlight (the staged gather takes those when the
-  /// call's shape allows it: kernels/backward_runs.cuh)
+  /// call's shape allows it: kernels/backward_runs.cuh); under ShortGroups::PerDim only those of
+  /// tables whose own group size could stage them (G_t >= RunKernels::kShortStageRows)
   unsigned long long short_runs_over_batch;
   unsigned long long long_runs, long_lookups;
   unsigned long long chunks;
@@ -162,6 +163,16 @@ struct RunArgs {
   /// BackwardTuning::RunLaunch::Interleaved: every interleave_chunk_every-th warp of the one
   /// launch starts on the chunks, the others on the short runs (kernels/backward_interleaved.cu).
   std::int32_t interleave_chunk_every = 1;
+  /// BackwardTuning::ShortGroups::PerDim: this launch's tables ([num_class_tables] indices into
+  /// `tables`, those of one group size: group_size), whose runs are [table_runs[t],
+  /// table_runs[t + 1]) (launch_table_runs); nullptr: every run (one launch at the widest G).
+  const std::int32_t* class_tables = nullptr;
+  std::int32_t num_class_tables = 0;
+  /// [num_tables + 1]: the first run of each table (the first run whose key is >= its
+  /// row_offset), then R (launch_table_runs writes it; PerDim only)
+  std::uint32_t* table_runs = nullptr;
+  /// ShortGroups::PerDim resolved for the call (the router counts short_runs_over_batch per table)
+  bool per_dim = false;
   TBE_MUTANT_FIELD  ///< mutation build only (tbe/cuda/mutation.h)
 };
 
@@ -260,6 +271,10 @@ struct RunOrderArgs {
   std::size_t temp_bytes = 0;
 };
 void launch_runs_to_table_order(const RunOrderArgs& a, cudaStream_t stream);
+/// BackwardTuning::ShortGroups::PerDim: a.table_runs[t] = the first run whose key is >= the
+/// row_offset of table t (t < a.num_tables; runs are in ascending key order), a.table_runs[T] = R.
+/// One warp per entry (a 32-way search over the R run keys).
+void launch_table_runs(const RunArgs& a, cudaStream_t stream);
 /// Router: splits runs into short (counted) and long (listed with their chunks, each with the
 /// sorted value of its first lookup as a locality key; unused key slots must hold 0xffffffff).
 void launch_route(const RunArgs& a, cudaStream_t stream);
@@ -285,6 +300,8 @@ void launch_sort_pairs32(std::int64_t n, int end_bit, int digit_bits, const std:
 
 // --- run kernels (kernels/backward_short.cu, backward_long.cu, backward_interleaved.cu; dispatch:
 // src/backward_dispatch.cpp over dispatch/dispatch.h kCompiledBackward) ---
+/// Short runs: every run (a.class_tables == nullptr), or the runs of a.class_tables (warp groups
+/// of a.group_size lanes; BackwardTuning::ShortGroups::PerDim, one call per group size).
 void launch_short_runs(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
 void launch_long_chunks(const RunTypes& t, const RunArgs& a, cudaStream_t stream);
 void launch_long_apply(const RunTypes& t, const RunArgs& a, cudaStream_t stream);

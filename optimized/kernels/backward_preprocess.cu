@@ -252,6 +252,39 @@ __global__ void __launch_bounds__(kBlock) runs_table_order(const RunOrderArgs a)
   }
 }
 
+// --- BackwardTuning::ShortGroups::PerDim: each table's first run (RunArgs::table_runs) ---
+// One warp per entry t: the first run whose key is >= the row offset of table t, by a 32-way
+// search. Each step probes 32 keys spread over [lo, hi) (keys ascend, so the probes below the
+// target are a prefix of the lanes) and keeps the keys between the last probe below the target and
+// the first at or above it: log32(R) steps (5 for 4 M runs). Entry num_tables is R.
+__global__ void __launch_bounds__(kBlock) table_runs_search(const RunArgs a) {
+  const std::int64_t t = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (t > a.num_tables) return;  // uniform per warp
+  const std::int64_t R = *a.num_runs;
+  if (t == a.num_tables) {
+    if (lane == 0) a.table_runs[t] = static_cast<std::uint32_t>(TBE_MUTANT_SWAP(a, kBwdRleLastRunDropped, R - 1, R));
+    return;
+  }
+  const std::int64_t target = a.tables[t].row_offset;
+  std::int64_t lo = 0, hi = R;  // the answer is in [lo, hi]: keys before lo are below the target
+  while (lo < hi) {
+    const std::int64_t n = hi - lo;
+    const std::int64_t p = lo + n * lane / 32;  // in [lo, hi), ascending in the lane
+    const std::int64_t key = run_key(a, p);
+    const unsigned below = __ballot_sync(0xffffffffu, TBE_MUTANT_SWAP(a, kBwdTableRunsInclusive, key <= target, key < target));
+    const int c = __popc(below);  // lanes [0, c) probed keys below the target
+    if (c == 0) {
+      hi = lo;  // key[lo] >= target
+    } else {
+      const std::int64_t last_below = lo + n * (c - 1) / 32;
+      if (c < 32) hi = lo + n * c / 32;  // the first probe at or above the target
+      lo = last_below + 1;
+    }
+  }
+  if (lane == 0) a.table_runs[t] = static_cast<std::uint32_t>(lo);
+}
+
 // --- router: one thread per run (grid-stride up to the device count R) ---
 __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
   if (fatal_aborted(a.abort_key)) return;
@@ -268,7 +301,10 @@ __global__ void __launch_bounds__(kBlock) route_runs(const RunArgs a) {
     if (TBE_MUTANT_SWAP(a, kBwdSlThresholdOffByOne, sl <= a.long_threshold, sl < a.long_threshold)) {
       ++short_runs;
       short_lookups += static_cast<unsigned long long>(sl);
-      short_over += sl > tuning::RunKernels::kRowsInFlight ? 1u : 0u;
+      // (per-D launches: a table whose group is narrower than the ring gathers in registers)
+      short_over += sl > tuning::RunKernels::kRowsInFlight &&
+                            (!a.per_dim || (table_of(a, key).dim + 3) / 4 > tuning::RunKernels::kShortStageRows / 2)
+                        ? 1u : 0u;
       continue;
     }
     const std::uint32_t nch = static_cast<std::uint32_t>(TBE_MUTANT_SWAP(a, kBwdChunkCountFloor, sl / a.chunk_size, (sl + a.chunk_size - 1) / a.chunk_size));
@@ -408,6 +444,12 @@ void launch_sort_pairs32(std::int64_t n, int end_bit, int digit_bits, const std:
   std::size_t bytes = temp_bytes;
   sort_pairs<std::uint32_t>(temp, bytes, digit_bits, keys_in, keys_out, values_in, values_out,
                             static_cast<int>(n), end_bit, stream);
+}
+
+void launch_table_runs(const RunArgs& a, cudaStream_t stream) {
+  const std::int64_t threads = (static_cast<std::int64_t>(a.num_tables) + 1) * 32;
+  table_runs_search<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0, stream>>>(a);
+  check_launch("table_runs_search");
 }
 
 void launch_route(const RunArgs& a, cudaStream_t stream) {

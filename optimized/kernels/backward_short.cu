@@ -7,7 +7,8 @@
 // for warp groups: kernels/backward_runs.cuh) at 3. Persistent
 // grid: groups stride over the runs up to the device count R (the launch is sized by the device,
 // not by R, so nothing is read back); long runs and the sentinel run (positions outside every bag)
-// are skipped.
+// are skipped. With BackwardTuning::ShortGroups::PerDim a third kernel (two instances, as above)
+// takes the runs of one group size's tables per launch (short_runs_per_dim).
 #include "kernels/backward_run_work.cuh"
 #include "tbe/cuda/check.h"
 
@@ -29,6 +30,29 @@ short_runs_group_per_run(const RunArgs a) {
   short_runs_pipelined<W, Acc, Out, kBlock, kStage>(a, g, g.gid, R, g.num_groups);
 }
 
+// BackwardTuning::ShortGroups::PerDim: the runs of a.class_tables only, at their group size
+// (a.group_size, warp groups). The tables' runs are taken as one sequence (table after table):
+// group gid takes runs gid, gid + groups, ... of it, so every group gets the same number of runs
+// however many each table has (a stride restarted at each table's first run would load the first
+// groups with one run of every table).
+template <class W, class Acc, class Out, int kStage>
+__global__ void __launch_bounds__(kRunBlock, kStage > 0 ? tuning::RunKernels::kShortMinBlocksPerSmStaged
+                                                        : tuning::RunKernels::kShortMinBlocksPerSm)
+short_runs_per_dim(const RunArgs a) {
+  if (fatal_aborted(a.abort_key)) return;
+  const RunGroup<false> g = RunGroup<false>::make(a.group_size);
+  // (32-bit: R < 2^31 runs, groups < 2^31)
+  const auto groups = static_cast<std::uint32_t>(g.num_groups);
+  std::uint32_t phase = static_cast<std::uint32_t>(g.gid);  // (gid - runs before this table) mod groups
+  for (std::int32_t i = 0; i < a.num_class_tables; ++i) {
+    const std::int32_t t = a.class_tables[i];
+    const std::uint32_t lo = a.table_runs[t], hi = a.table_runs[t + 1];
+    short_runs_pipelined<W, Acc, Out, false, kStage>(a, g, static_cast<std::int64_t>(lo) + phase, hi, groups);
+    const std::uint32_t n = (hi - lo) % groups;  // this table's runs, mod groups
+    phase = phase >= n ? phase - n : phase + groups - n;
+  }
+}
+
 }  // namespace
 
 template <DType kW, DType kAcc, DType kOut, bool kBlock>
@@ -37,6 +61,16 @@ void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
   using Acc = storage_t<kAcc>;
   using Out = storage_t<kOut>;
   constexpr int kStaged = tuning::RunKernels::kShortStageRows;
+  if constexpr (!kBlock) {
+    if (a.class_tables != nullptr) {  // ShortGroups::PerDim (the host never asks it of block groups)
+      if constexpr (kStaged > 0) {
+        if (a.short_staged)
+          return launch_persistent<short_runs_per_dim<W, Acc, Out, kStaged>, false,
+                                   kRunStageBytes<Out, false, kStaged>>(a, stream);
+      }
+      return launch_persistent<short_runs_per_dim<W, Acc, Out, 0>, false>(a, stream);
+    }
+  }
   if constexpr (!kBlock && kStaged > 0) {
     if (a.short_staged)
       return launch_persistent<short_runs_group_per_run<W, Acc, Out, kBlock, kStaged>, kBlock,

@@ -415,10 +415,30 @@ SortedLookups TransposeOp::sorted() const {
 // BackwardPlan
 // ============================================================================================
 namespace {
-/// The knobs of BackwardTuning::RunLaunch: InvalidArgument naming the field for a value out of
-/// range or a launch the other knobs exclude.
-void check_run_launch(const BackwardTuning& knobs) {
+/// The run kernels' group size for tables of D columns (lane l owns columns [4l, 4l + 4)).
+int group_size_of(std::int32_t d) {
+  constexpr int kCols = tuning::RunKernels::kColumnsPerLane;
+  return std::max(1, next_pow2((d + kCols - 1) / kCols));
+}
+
+/// The knobs of BackwardTuning::RunLaunch and ShortGroups: InvalidArgument naming the field for a
+/// value out of range or a launch the other knobs (or the problem's D) exclude.
+void check_run_launch(const ForwardProblem& f, const BackwardTuning& knobs) {
   using RunLaunch = BackwardTuning::RunLaunch;
+  if (knobs.short_groups == BackwardTuning::ShortGroups::PerDim) {
+    if (knobs.run_launch == RunLaunch::Interleaved)
+      throw InvalidArgument("tuning.short_groups",
+                            "tuning.short_groups: PerDim takes the short runs in launches of their "
+                            "own, which tuning.run_launch = Interleaved excludes");
+    std::int32_t dmax = 1;
+    for (std::int64_t fi = 0; fi < f.tables.num_features(); ++fi)
+      dmax = std::max(dmax, f.tables.dims[f.tables.feature_table_map[fi]]);
+    if (group_size_of(dmax) > tuning::kWarpThreads)
+      throw InvalidArgument("tuning.short_groups",
+                            "tuning.short_groups: PerDim runs warp groups (D <= " +
+                                std::to_string(tuning::kWarpThreads * tuning::RunKernels::kColumnsPerLane) +
+                                "); this call's largest D is " + std::to_string(dmax));
+  }
   if (knobs.interleave_chunk_every < 1 || knobs.interleave_chunk_every > 64)
     throw InvalidArgument("tuning.interleave_chunk_every",
                           "tuning.interleave_chunk_every: " + std::to_string(knobs.interleave_chunk_every) +
@@ -454,6 +474,15 @@ struct BackwardPlan {
   int chunk_key_bits = 32;
   bool chunk_order_one_cta = false;  ///< BackwardTuning::ChunkOrder resolved
   bool interleaved = false;          ///< BackwardTuning::RunLaunch resolved
+  /// BackwardTuning::ShortGroups resolved: one short-run launch per group size (dim_classes,
+  /// their tables at d_class_tables + first), after the table-range search into ws_table_runs
+  bool per_dim = false;
+  struct DimClass {
+    std::int32_t group_size, first, count;
+  };
+  std::vector<DimClass> dim_classes;
+  const std::int32_t* d_class_tables = nullptr;
+  std::size_t ws_table_runs = 0;
   // --- problem pointers ---
   BackwardProblem problem;
   // --- last run ---
@@ -488,7 +517,7 @@ struct BackwardPlan {
   /// p and s passed BackwardOp::can_implement.
   explicit BackwardPlan(const BackwardProblem& p, const BackwardStrategy& s,
                         const BackwardTuning& knobs)
-      : transpose((check_run_launch(knobs), p.forward), knobs.transpose) {
+      : transpose((check_run_launch(p.forward, knobs), p.forward), knobs.transpose) {
     // (check_run_launch and the transpose's keys are checked before anything is allocated)
     const SmallTableTuning& small = knobs.small_table;
     problem = p;
@@ -546,8 +575,24 @@ struct BackwardPlan {
       all_d4 = all_d4 && f.tables.dims[t] % kCols == 0;
       all_off4 = all_off4 && f.tables.table_offsets[t] % kCols == 0;
     }
-    const int G = std::max(1, next_pow2((dmax + kCols - 1) / kCols));
+    const int G = group_size_of(dmax);
     types = detail::RunTypes{f.tables.dtype, accumulation, pol.output, G > tuning::kWarpThreads};
+    // --- short-run group sizes (BackwardTuning::ShortGroups): the tables the features read, by G
+    std::vector<bool> read(static_cast<std::size_t>(num_tables), false);
+    for (std::int64_t fi = 0; fi < f.tables.num_features(); ++fi) read[f.tables.feature_table_map[fi]] = true;
+    std::vector<std::int32_t> class_tables;  // grouped by ascending G, tables in order inside
+    for (int cg = 1; cg <= G; cg *= 2) {
+      const auto first = static_cast<std::int32_t>(class_tables.size());
+      for (std::int64_t t = 0; t < num_tables; ++t)
+        if (read[t] && group_size_of(f.tables.dims[t]) == cg) class_tables.push_back(static_cast<std::int32_t>(t));
+      const auto count = static_cast<std::int32_t>(class_tables.size()) - first;
+      if (count > 0) dim_classes.push_back(DimClass{cg, first, count});
+    }
+    using ShortGroups = BackwardTuning::ShortGroups;
+    per_dim = !types.block_group &&
+              (knobs.short_groups == ShortGroups::PerDim ||
+               (knobs.short_groups == ShortGroups::Auto && dim_classes.size() >= 2 &&
+                knobs.run_launch != BackwardTuning::RunLaunch::Interleaved));
 
     // --- output segments (bag -> grad_output row), as the forward ---
     const OutputLayout& lay = transpose.layout;
@@ -575,9 +620,11 @@ struct BackwardPlan {
     const std::size_t o_seg = up.add(segs.data(), segs.size() * sizeof(SegmentMeta));
     const std::size_t o_small =
         up.add(small_meta.data(), small_meta.size() * sizeof(detail::SmallFeatureMeta));
+    const std::size_t o_class = up.add(class_tables.data(), class_tables.size() * 4);
     d_meta = up.upload("upload backward metadata");
     char* base = static_cast<char*>(d_meta);
     d_small = reinterpret_cast<detail::SmallFeatureMeta*>(base + o_small);
+    d_class_tables = reinterpret_cast<const std::int32_t*>(base + o_class);
 
     // --- run kernel arguments (constant part) ---
     detail::RunArgs& a = run;
@@ -618,6 +665,7 @@ struct BackwardPlan {
     a.row_stride = (dmax + kCols - 1) / kCols * kCols;
     a.acc_size = static_cast<std::int32_t>(dtype_size(accumulation));
     a.group_size = G;
+    a.per_dim = per_dim;
 
     const std::int64_t N = transpose.N;
     // the short-run kernel instance (BackwardTuning::ShortRuns; block groups have one instance)
@@ -632,7 +680,7 @@ struct BackwardPlan {
     // one launch for short runs and chunks (BackwardTuning::RunLaunch; knobs checked above):
     // where the staged short-run instance runs (its ring serves both work items)
     using RunLaunch = BackwardTuning::RunLaunch;
-    interleaved = tuning::RunKernels::kOneLaunchRing && a.short_staged &&
+    interleaved = tuning::RunKernels::kOneLaunchRing && a.short_staged && !per_dim &&
                   (knobs.run_launch == RunLaunch::Interleaved ||
                    (knobs.run_launch == RunLaunch::Auto && a.dynamic_chunks));
     a.interleave_chunk_every = knobs.interleave_chunk_every;
@@ -674,6 +722,7 @@ struct BackwardPlan {
                               tuning::SmallTable::kMaxDim * sizeof(float));
     ws_small_sl = L.add(small_tiles * tuning::SmallTable::kMaxRows * sizeof(std::int32_t));
     ws_small_scratch = L.add(ns > 0 ? sizeof(DeviceCounters) : 0);
+    ws_table_runs = L.add(per_dim ? static_cast<std::size_t>(num_tables + 1) * 4 : 0);
     ws_total = L.total;
     // key bits: sorted values are < max(N, bags) < 2^31; unused slots hold 0xffffffff
     chunk_key_bits = 32;
@@ -892,7 +941,19 @@ void BackwardOp::run(Validated, const BackwardOutputs& out, void* d_workspace, c
       detail::launch_runs_interleaved(P.types, a, stream);
       P.phase(4, stream);
     } else {
-      detail::launch_short_runs(P.types, a, stream);
+      if (P.per_dim) {  // ShortGroups::PerDim: each table's runs, then one launch per group size
+        detail::RunArgs c = a;
+        c.table_runs = reinterpret_cast<std::uint32_t*>(ws + P.ws_table_runs);
+        detail::launch_table_runs(c, stream);
+        for (const BackwardPlan::DimClass& k : P.dim_classes) {
+          c.group_size = k.group_size;
+          c.class_tables = P.d_class_tables + k.first;
+          c.num_class_tables = k.count;
+          detail::launch_short_runs(P.types, c, stream);
+        }
+      } else {
+        detail::launch_short_runs(P.types, a, stream);
+      }
       P.phase(4, stream);
       detail::launch_long_chunks(P.types, a, stream);
     }
@@ -992,6 +1053,7 @@ BackwardStats BackwardOp::finish() {
   if (k.short_runs > 0) {
     st.paths.push_back("bwd.short");
     st.paths.push_back(P.run.short_staged ? "bwd.short.staged" : "bwd.short.registers");
+    if (P.per_dim) st.paths.push_back("bwd.short.per_dim");
   }
   if (c.long_runs > 0) {
     st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");

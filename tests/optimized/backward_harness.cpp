@@ -147,7 +147,7 @@ BackwardOutcome run_backward_gpu(BackwardCase& c, const BackwardRunOptions& o) {
     out.sentinels_intact = intact;
   };
   try {
-    cuda::BackwardOp op(dp, o.strategy, cuda::BackwardTuning{o.small_table, o.short_runs, o.chunk_order, o.sort, o.split_k, o.chunk_schedule, o.run_launch, o.interleave_chunk_every, o.transpose});
+    cuda::BackwardOp op(dp, o.strategy, cuda::BackwardTuning{o.small_table, o.short_runs, o.short_groups, o.chunk_order, o.sort, o.split_k, o.chunk_schedule, o.run_launch, o.interleave_chunk_every, o.transpose});
     cuda::DeviceBuffer counts_buffer, fwd_out, fwd_ws;
     cuda::SmallTableCounts counts;
     if (o.saved_counts) {  // the forward of the same batch, its histogram saved

@@ -46,6 +46,8 @@ struct BackwardRunOptions {
   cuda::SmallTableTuning small_table;
   /// The short-run kernel instance (cuda::BackwardTuning::ShortRuns).
   cuda::BackwardTuning::ShortRuns short_runs = cuda::BackwardTuning::ShortRuns::Auto;
+  /// The short-run kernel's group sizes (cuda::BackwardTuning::ShortGroups).
+  cuda::BackwardTuning::ShortGroups short_groups = cuda::BackwardTuning::ShortGroups::Auto;
   /// The chunk-order sort (cuda::BackwardTuning::ChunkOrder).
   cuda::BackwardTuning::ChunkOrder chunk_order = cuda::BackwardTuning::ChunkOrder::Auto;
   /// Whether the lookups are sorted (cuda::BackwardTuning::Sort; Auto skips the sort when every

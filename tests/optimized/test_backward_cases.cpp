@@ -319,6 +319,141 @@ TEST_CASE("interleaved launch: many more runs and chunks than groups, in place, 
   }
 }
 
+namespace {
+/// Tables of the given D (E rows each), one feature per table plus features reading tables 0 and
+/// 3 again (shared tables), B bags per feature: feature f looks up row r of its table
+/// lookups(r) times, shuffled, spread over its B bags. Row 0 of every table is looked up.
+template <class Lookups>
+BackwardCase mixed_d_case(DType w, const std::vector<std::int32_t>& dims, std::int64_t E,
+                          std::int64_t B, Lookups lookups, OptimizerKind opt, std::uint64_t seed) {
+  BackwardCase c;
+  ForwardCase& f = c.forward;
+  f.set_tables(w, std::vector<std::int64_t>(dims.size(), E), dims);
+  f.feature_table_map.clear();
+  for (std::size_t t = 0; t < dims.size(); ++t) f.feature_table_map.push_back(static_cast<std::int32_t>(t));
+  f.feature_table_map.push_back(0);
+  f.feature_table_map.push_back(dims.size() > 3 ? 3 : 0);
+  f.offsets = {0};
+  for (std::size_t fi = 0; fi < f.feature_table_map.size(); ++fi) {
+    const std::vector<std::int64_t> idx = shuffled_rows(E, lookups, Rng(seed, fi + 1));
+    const auto n = static_cast<std::int64_t>(idx.size());
+    const std::int64_t first = static_cast<std::int64_t>(f.indices.size());
+    f.indices.insert(f.indices.end(), idx.begin(), idx.end());
+    for (std::int64_t b = 1; b <= B; ++b) f.offsets.push_back(first + n * b / B);
+  }
+  f.batch_size = B;
+  f.index_dtype = DType::I32;
+  f.options.pooling = PoolingMode::Sum;
+  f.options.bounds_check = BoundsCheckMode::Warning;
+  f.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
+  fill_weights(f, seed);
+  c.options.optimizer.kind = opt;
+  c.options.optimizer.learning_rate = 0.01;
+  fill_grad_output(c, seed + 1, false);
+  c.reset_momentum();
+  return c;
+}
+}  // namespace
+
+TEST_CASE("per-D short-run launches: every table's runs at its own group size, the widest "
+          "launch's bits",
+          "[gpu][backward][routing][per_dim]") {
+  // cuda::BackwardTuning::ShortGroups::PerDim: a search finds each table's range of runs, then one
+  // short-run launch per group size takes its tables' runs (D = 4: 1 lane, 8: 2, 64: 16, 128: 32,
+  // 3: 1, 33: 16, 5: 2). Tables alternate narrow and wide groups and row 0 of every table is looked
+  // up, so a range that starts one run late (or early) hands a row to a launch of the wrong group
+  // size: columns left unwritten. Row r: 1 + r % 6 lookups (short runs), rows 1 and 2: 300 (long
+  // runs, chunks), 1,200 rows per table.
+  using ShortGroups = cuda::BackwardTuning::ShortGroups;
+  const std::int64_t E = 1200;
+  const auto lookups = [](std::int64_t r) { return r == 1 || r == 2 ? std::int64_t{300} : 1 + r % 6; };
+  SECTION("PerDim == Auto == Widest, bitwise; both instances, both long-run modes, in place") {
+    for (const std::vector<std::int32_t>& dims :
+         {std::vector<std::int32_t>{4, 128, 8, 64, 4, 128}, std::vector<std::int32_t>{128, 3, 33, 5, 64, 1}})
+      for (DType w : {DType::F32, DType::F16})
+        for (OptimizerKind opt : {OptimizerKind::ExactSgd, OptimizerKind::ExactRowwiseAdagrad}) {
+          BackwardCase c = mixed_d_case(w, dims, E, 37, lookups, opt, 101 + dims[1]);
+          for (auto instance : {cuda::BackwardTuning::ShortRuns::Registers, cuda::BackwardTuning::ShortRuns::Staged})
+            for (auto mode : {BackwardStrategy::LongRuns::Fused, BackwardStrategy::LongRuns::Chunked}) {
+              INFO("dims[1] " << dims[1] << " w " << to_string(w) << " opt " << to_string(opt)
+                              << " staged " << (instance == cuda::BackwardTuning::ShortRuns::Staged)
+                              << " fused " << (mode == BackwardStrategy::LongRuns::Fused));
+              BackwardRunOptions o;
+              o.strategy.long_runs = mode;
+              o.short_runs = instance;
+              o.in_place = true;
+              o.short_groups = ShortGroups::Widest;
+              const BackwardOutcome wide = run_backward_gpu(c, o);
+              REQUIRE(wide.kind == BackwardOutcome::Kind::Ok);
+              CHECK(!has_path(wide, "bwd.short.per_dim"));
+              o.short_groups = ShortGroups::PerDim;
+              const BackwardOutcome per = run_judged(c, o);
+              o.short_groups = ShortGroups::Auto;
+              const BackwardOutcome au = run_backward_gpu(c, o);
+              REQUIRE(au.kind == BackwardOutcome::Kind::Ok);
+              for (const BackwardOutcome* g : {&per, &au}) {
+                INFO(paths(g->stats));
+                CHECK(has_path(*g, "bwd.short.per_dim"));
+                CHECK(has_path(*g, "bwd.runs.separate"));  // Auto's launch with per-D groups
+                CHECK(g->stats.counters.short_runs == wide.stats.counters.short_runs);
+                // rows 1 and 2 of every table (a shared table's features add to the same runs)
+                CHECK(g->stats.counters.fused_runs + g->stats.counters.chunked_runs == 2 * static_cast<std::int64_t>(dims.size()));
+                CHECK(g->weights == wide.weights);
+                CHECK(g->momentum == wide.momentum);
+              }
+            }
+        }
+  }
+  SECTION("one group size: Auto keeps one launch, PerDim forced gives its bits") {
+    BackwardCase c = mixed_d_case(DType::F32, {128, 100, 128}, E, 37, lookups,
+                                  OptimizerKind::ExactRowwiseAdagrad, 7);
+    BackwardRunOptions o;
+    const BackwardOutcome au = run_judged(c, o);
+    CHECK(!has_path(au, "bwd.short.per_dim"));
+    o.short_groups = ShortGroups::PerDim;
+    const BackwardOutcome per = run_judged(c, o);
+    CHECK(has_path(per, "bwd.short.per_dim"));
+    CHECK(per.weights == au.weights);
+    CHECK(per.momentum == au.momentum);
+  }
+  SECTION("Auto with run_launch = Interleaved keeps the one launch at the widest group") {
+    BackwardCase c = mixed_d_case(DType::F32, {4, 128}, E, 37, lookups, OptimizerKind::ExactSgd, 9);
+    BackwardRunOptions o;
+    o.short_runs = cuda::BackwardTuning::ShortRuns::Staged;
+    o.run_launch = cuda::BackwardTuning::RunLaunch::Interleaved;
+    const BackwardOutcome il = run_judged(c, o);
+    CHECK(has_path(il, "bwd.runs.interleaved"));
+    CHECK(!has_path(il, "bwd.short.per_dim"));
+    o.run_launch = cuda::BackwardTuning::RunLaunch::Auto;
+    const BackwardOutcome au = run_judged(c, o);
+    CHECK(has_path(au, "bwd.short.per_dim"));
+    CHECK(has_path(au, "bwd.runs.separate"));
+    CHECK(au.weights == il.weights);
+  }
+  SECTION("PerDim with the one launch, or with block groups, is named before any launch") {
+    BackwardCase c = mixed_d_case(DType::F32, {4, 128}, E, 37, lookups, OptimizerKind::ExactSgd, 3);
+    BackwardRunOptions o;
+    o.short_groups = ShortGroups::PerDim;
+    o.short_runs = cuda::BackwardTuning::ShortRuns::Staged;
+    o.run_launch = cuda::BackwardTuning::RunLaunch::Interleaved;
+    const BackwardOutcome a = run_backward_gpu(c, o);
+    CHECK(a.kind == BackwardOutcome::Kind::InvalidArgument);
+    CHECK(a.argument == "tuning.short_groups");
+    CHECK(a.what.find("run_launch = Interleaved") != std::string::npos);
+    BackwardCase b = mixed_d_case(DType::F32, {4, 1000}, E, 37, lookups, OptimizerKind::ExactSgd, 4);
+    BackwardRunOptions p;
+    p.short_groups = ShortGroups::PerDim;
+    const BackwardOutcome e = run_backward_gpu(b, p);
+    CHECK(e.kind == BackwardOutcome::Kind::InvalidArgument);
+    CHECK(e.argument == "tuning.short_groups");
+    CHECK(e.what.find("largest D is 1000") != std::string::npos);
+    p.short_groups = ShortGroups::Auto;  // block groups: Auto keeps one launch
+    const BackwardOutcome g = run_judged(b, p);
+    CHECK(has_path(g, "bwd.group.block"));
+    CHECK(!has_path(g, "bwd.short.per_dim"));
+  }
+}
+
 TEST_CASE("C09 shared table, exact rowwise Adagrad on the GPU", "[gpu][backward][cases]") {
   for (bool hoisted : {false, true}) {
     BackwardCase c;

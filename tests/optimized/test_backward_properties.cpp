@@ -178,6 +178,68 @@ TEST_CASE("the register and staged short-run kernel instances give bitwise equal
   });
 }
 
+TEST_CASE("per-D short-run launches and one launch at the widest group give bitwise equal updates",
+          "[gpu][backward][per_dim]") {
+  // cuda::BackwardTuning::ShortGroups: PerDim runs each group size's tables in a launch of its
+  // own (kernels/backward_short.cu short_runs_per_dim, after the table-range search), Widest one
+  // launch at the widest table's group; a run's update does not depend on its group. Auto takes
+  // PerDim when the tables the features read have two or more group sizes (warp groups, the
+  // launch not forced Interleaved). PerDim with block groups is an InvalidArgument.
+  using ShortGroups = cuda::BackwardTuning::ShortGroups;
+  rc::prop("ShortGroups::PerDim == Widest == Auto, bitwise; Auto's rule; counters", [&] {
+    BackwardCase c = gen_backward_case(BoundsCheckMode::Warning, *rc::gen::arbitrary<bool>(),
+                                       *rc::gen::element(DimRule::Any, DimRule::MultipleOf4));
+    BackwardRunOptions o;
+    o.strategy = gen_strategy();
+    o.strategy.deterministic = true;
+    o.want_psw = !c.forward.per_sample_weights.empty();
+    o.short_runs = *rc::gen::element(cuda::BackwardTuning::ShortRuns::Auto,
+                                     cuda::BackwardTuning::ShortRuns::Registers,
+                                     cuda::BackwardTuning::ShortRuns::Staged);
+    o.in_place = *rc::gen::arbitrary<bool>();
+    RC_LOG() << describe(c.forward) << " " << describe(o.strategy) << " in_place=" << o.in_place << "\n";
+    // the group sizes of the tables the features read (lane l: columns [4l, 4l + 4))
+    std::vector<int> sizes;
+    for (const std::int32_t t : c.forward.feature_table_map) {
+      int g = 1;
+      while (4 * g < c.forward.dims[t]) g *= 2;
+      if (std::find(sizes.begin(), sizes.end(), g) == sizes.end()) sizes.push_back(g);
+    }
+    const bool block = *std::max_element(sizes.begin(), sizes.end()) > 32;
+    BackwardFailureRecorder rec("backward-short-groups", c, o.strategy);
+    rec.run([&] {
+      BackwardRunOptions wide = o, per = o;
+      wide.short_groups = ShortGroups::Widest;
+      per.short_groups = ShortGroups::PerDim;
+      const BackwardOutcome w = run_backward_gpu(c, wide);
+      const BackwardOutcome a = run_backward_gpu(c, o);
+      const BackwardOutcome p = run_backward_gpu(c, per);
+      rec.record(p, "cuda BackwardOp, ShortGroups::PerDim");
+      RC_ASSERT(w.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(a.kind == BackwardOutcome::Kind::Ok);
+      const bool short_ran = w.stats.counters.short_runs > 0;
+      RC_ASSERT(!has_path(w.stats, "bwd.short.per_dim"));
+      RC_ASSERT(has_path(a.stats, "bwd.short.per_dim") == (short_ran && !block && sizes.size() >= 2));
+      RC_CLASSIFY(short_ran && !block && sizes.size() >= 2, "Auto: per-D launches");
+      RC_CLASSIFY(block, "block groups");
+      if (block) {
+        RC_ASSERT(p.kind == BackwardOutcome::Kind::InvalidArgument);
+        RC_ASSERT(p.argument == "tuning.short_groups");
+        assert_same_bits(w, a);
+        return;
+      }
+      RC_ASSERT(p.kind == BackwardOutcome::Kind::Ok);
+      RC_ASSERT(has_path(p.stats, "bwd.short.per_dim") == short_ran);
+      verify_judged(c, p);
+      for (const BackwardOutcome* x : {&a, &p}) {
+        assert_same_bits(w, *x);
+        RC_ASSERT(w.stats.counters.short_runs == x->stats.counters.short_runs);
+        RC_ASSERT(w.stats.counters.chunks == x->stats.counters.chunks);
+      }
+    });
+  });
+}
+
 TEST_CASE("one-CTA and device-wide chunk orders, dynamic and static chunk schedules, separate and "
           "interleaved run launches give bitwise equal updates",
           "[gpu][backward][chunk_order]") {

@@ -540,7 +540,7 @@ void Campaign::print_paths() const {
       {Operator::Backward, "bwd.nondeterministic"}, {Operator::Backward, "bwd.gather.staged"},
       {Operator::Backward, "bwd.gather.registers"}, {Operator::Backward, "bwd.short.staged"},
       {Operator::Backward, "bwd.chunk_order.one-cta"},
-      {Operator::Backward, "bwd.short.registers"}};
+      {Operator::Backward, "bwd.short.registers"}, {Operator::Backward, "bwd.short.per_dim"}};
   std::string missing;
   for (const auto& [op, p] : wanted)
     if (per_op_.count(op) && !paths_.count(p)) missing += std::string(missing.empty() ? "" : ", ") + p;

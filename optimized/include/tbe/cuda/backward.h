@@ -145,6 +145,28 @@ struct BackwardTuning {
     Staged,
   };
   ShortRuns short_runs = ShortRuns::Auto;
+  /// The group size of the short-run kernel (docs/backward.md "Work routing"; path
+  /// "bwd.short.per_dim" when per-D launches ran). A group of G lanes owns a run, lane l owns
+  /// columns [4l, 4l + 4): one launch at the widest table's G leaves most lanes of a small-D
+  /// table's group idle (prod-mixed: 56% of the runs are rows of D = 4 or 8 tables, each given a
+  /// full warp of which one or two lanes work, while a run costs the group a chain of dependent
+  /// loads whatever its D). Every value gives the same bits: a run's sum and update do not depend
+  /// on the group that computed it.
+  enum class ShortGroups : std::uint8_t {
+    /// PerDim where it applies and matters: the tables the features read have two or more group
+    /// sizes, warp groups (D_max <= 128), and tuning.run_launch is not Interleaved (RunLaunch::Auto
+    /// then resolves to Separate); else Widest.
+    Auto,
+    /// one launch, every run at the widest table's group size (G of D_max)
+    Widest,
+    /// one launch per group size among the tables (ascending G; G_t = next power of two >=
+    /// ceil(D_t / 4)), each over the runs of its tables only; a small kernel first finds each
+    /// table's range of runs (runs are in linearized-id order, so one table's runs are
+    /// contiguous). Block groups (D_max > 128) or RunLaunch::Interleaved with it is an
+    /// InvalidArgument naming "tuning.short_groups" from the constructor.
+    PerDim,
+  };
+  ShortGroups short_groups = ShortGroups::Auto;
   /// How the long-run chunks are put in order of their first lookup before the chunk kernel
   /// (docs/backward.md "Work routing"; paths "bwd.chunk_order.one-cta" / ".device-wide" when
   /// chunks ran). Every choice gives the same order.

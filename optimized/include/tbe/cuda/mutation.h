@@ -72,9 +72,13 @@ namespace tbe::cuda {
     "RowBits keys although a table's features are not consecutive: a shared row splits into two "  \
     "runs, each updating it from the same old value")                                              \
   X(kBwdRleLastRunDropped, "bwd_rle_last_run_dropped",                                             \
-    "kernels/backward_preprocess.cu: route_runs; kernels/backward_short.cu: short_runs_group_per_run; " \
-    "kernels/backward_interleaved.cu: runs_interleaved",                                           \
+    "kernels/backward_preprocess.cu: route_runs, table_runs_search; kernels/backward_short.cu: "     \
+    "short_runs_group_per_run; kernels/backward_interleaved.cu: runs_interleaved",                 \
     "the last run of the RLE is never routed or applied (i < R - 1)")                              \
+  X(kBwdTableRunsInclusive, "bwd_table_runs_inclusive",                                            \
+    "kernels/backward_preprocess.cu: table_runs_search",                                           \
+    "per-D short-run launches: a table's runs start after its row 0 (first key > row_offset, not "  \
+    ">=), so a run of row 0 is updated by the previous table's launch at that table's group size")  \
   X(kBwdSlThresholdOffByOne, "bwd_sl_threshold_off_by_one",                                        \
     "kernels/backward_preprocess.cu: route_runs",                                                  \
     "the router counts SL == long_run_threshold as short, the short kernel skips it: lost run")    \
