@@ -26,7 +26,9 @@
 // instead of the default 4, ".s8" / ".s16" = the streamed kernel with a ring of 8 / 16 rows per
 // warp (ForwardTuning::staged_rows), ".gpb" = the group-per-bag kernel for every launch, ".st1" =
 // every launch on the caller's stream (ForwardTuning::launch_streams = 1; default 4), ".ml0" =
-// one launch per run of features with one group size (ForwardTuning::merge_launches off). Names
+// one launch per run of features with one group size (ForwardTuning::merge_launches off), ".nv0" =
+// 16-bit rows that 16-byte vectors do not fit gather one element per lane, not 4-element 8-byte
+// vectors (ForwardTuning::narrow_vectors off). Names
 // without a kernel suffix take the library's default choice (ForwardTuning::kStagedRowsAuto: the
 // streamed kernel for launches of at least --auto-min-bags bags, else group per bag).
 #include <algorithm>
@@ -92,6 +94,9 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     // ForwardTuning::merge_launches: the library's default, or off (".ml0": one launch per run of
     // features with one group size)
     bool merge = cuda::ForwardTuning{}.merge_launches;
+    // ForwardTuning::narrow_vectors: the library's default, or off (".nv0": 16-bit rows that
+    // 16-byte vectors do not fit gather one element per lane)
+    bool narrow = cuda::ForwardTuning{}.narrow_vectors;
   };
   // name, weights, policy, bounds check, fused, pipelined (persistent + prefetch), prefer L1,
   // rows in flight, 32-bit row index
@@ -115,6 +120,8 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
       {"fp32.fused.ml0", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, false},
       {"fp16.nocheck.ml0", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, false},
       {"fp16.fused.ml0", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, false},
+      {"fp16.nocheck.nv0", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, true, false},
+      {"fp16.fused.nv0", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::Warning, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 4, true, false},
       {"fp32.nocheck.ml0.st1", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1, false},
       {"fp16.nocheck.ml0.st1", DType::F16, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, true, 4, true, cuda::ForwardTuning::kStagedRowsAuto, 1, false},
       {"fp32.nocheck.s8.noL1pref", DType::F32, PolicyKind::SeedDefault, BoundsCheckMode::None, true, false, false, 4, true, 8},
@@ -257,6 +264,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     tuning.staged_rows = v.staged;
     tuning.launch_streams = v.streams;
     tuning.merge_launches = v.merge;
+    tuning.narrow_vectors = v.narrow;
     if (args.auto_min_bags >= 0) tuning.staged_auto_min_bags = args.auto_min_bags;
     cuda::ForwardOp op(p, s, tuning);
     const std::int64_t numel = op.layout().numel;
@@ -282,7 +290,7 @@ int tbe::bench::forward_main(const ForwardArgs& args) {
     }
     results.push_back({{"variant", v.name}, {"policy", to_string(p.options.policy)},
                        {"bounds_check", to_string(v.mode)}, {"fused", v.fused}, {"pipelined", v.pipelined}, {"prefer_l1", v.prefer_l1}, {"rows_in_flight", v.rows},
-                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"launch_streams", v.streams}, {"merge_launches", v.merge}, {"staged_auto_min_bags", tuning.staged_auto_min_bags}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+                       {"row_index32", v.row_index32}, {"staged_rows", v.staged}, {"launch_streams", v.streams}, {"merge_launches", v.merge}, {"narrow_vectors", v.narrow}, {"staged_auto_min_bags", tuning.staged_auto_min_bags}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
                        {"iters", args.iters}, {"compulsory_bytes", compulsory}, {"gathered_bytes", gathered},
                        {"effective_GBps", eff}, {"pct_of_copy_bw", 100.0 * eff / copy_gbps},
                        {"warnings", st.warnings}, {"paths", st.paths}});

@@ -57,6 +57,11 @@ struct PooledGather {
   /// elements when D, the table offset and the weights pointer allow it (path
   /// "forward.pooled.vec4"/"vec8"), else VEC = 1 ("forward.pooled.scalar", forced by odd D).
   static constexpr int kVectorBytes = 16;
+  /// The narrow vector path of 16-bit weights (ForwardTuning::narrow_vectors): 8-byte loads of 4
+  /// elements where the 16-byte vector does not fit the rows (D % 8 == 4, or a table offset
+  /// that is a multiple of 4 elements but not of 8: prod-mixed's tables after a D = 4 table of odd
+  /// E) and D % 4 == 0 (path "forward.pooled.narrow_vec4"), as FBGEMM's Vec4T loads.
+  static constexpr int kNarrowVectorBytes = 8;
   /// Row loads in flight per lane, compiled for every instance (the default): 4 independent
   /// gathers per lane before they are accumulated in index order. Measured on H200, seed-large:
   /// 8 took 1.08x (FP32) / 1.17x (FP16) the time of 4 (session 5), 1.36x / 1.23x with the

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -41,10 +42,14 @@ template <> __device__ __forceinline__ __nv_bfloat16 round_out<__nv_bfloat16>(do
 /// the special-case call cost registers and the integer ops cost more issue slots.)
 template <class Acc> __device__ __forceinline__ Acc widen(float x) { return static_cast<Acc>(x); }
 
-/// Raw registers of VEC consecutive storage elements: one 16-byte vector (VEC·sizeof(W) == 16)
-/// or one scalar (VEC == 1). Loaded raw, converted when accumulated, so 8 rows in flight cost 32
+/// Raw registers of VEC consecutive storage elements: one 16-byte vector (VEC·sizeof(W) == 16),
+/// one 8-byte vector (VEC·sizeof(W) == 8: four 16-bit elements, the forward's narrow path) or one
+/// scalar (VEC == 1). Loaded raw, converted when accumulated, so 8 rows in flight cost 32
 /// registers whatever the storage type.
-template <class W, int VEC> struct RawRow { uint4 v; };
+template <class W, int VEC> struct RawRow {
+  static_assert(VEC * sizeof(W) == 16 || VEC * sizeof(W) == 8, "8- or 16-byte vectors");
+  std::conditional_t<VEC * sizeof(W) == 16, uint4, uint2> v;
+};
 template <class W> struct RawRow<W, 1> { W v; };
 
 template <class W, int VEC>
@@ -52,8 +57,8 @@ __device__ __forceinline__ RawRow<W, VEC> load_raw(const W* p) {
   if constexpr (VEC == 1) {
     return {__ldg(p)};
   } else {
-    static_assert(VEC * sizeof(W) == 16, "16-byte vectors only");
-    return {__ldg(reinterpret_cast<const uint4*>(p))};
+    using V = decltype(RawRow<W, VEC>::v);
+    return {__ldg(reinterpret_cast<const V*>(p))};
   }
 }
 
@@ -64,6 +69,18 @@ __device__ __forceinline__ void raw_to_float(const RawRow<W, VEC>& r, float (&v)
   } else if constexpr (sizeof(W) == 4) {
     v[0] = __uint_as_float(r.v.x); v[1] = __uint_as_float(r.v.y);
     v[2] = __uint_as_float(r.v.z); v[3] = __uint_as_float(r.v.w);
+  } else if constexpr (VEC == 4) {  // 8 bytes: two words of two 16-bit elements
+    const unsigned words[2] = {r.v.x, r.v.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      W lo, hi;
+      const unsigned short lo_bits = static_cast<unsigned short>(words[i] & 0xffffu);
+      const unsigned short hi_bits = static_cast<unsigned short>(words[i] >> 16);
+      memcpy(&lo, &lo_bits, 2);
+      memcpy(&hi, &hi_bits, 2);
+      v[2 * i] = to_float(lo);
+      v[2 * i + 1] = to_float(hi);
+    }
   } else {
     const unsigned words[4] = {r.v.x, r.v.y, r.v.z, r.v.w};
 #pragma unroll

@@ -155,6 +155,9 @@ struct PooledTypes {
   /// ForwardTuning::staged_rows where the launch may stream (vector path, G = 32, no column
   /// chunks) and the types are compiled for it (kCompiledPooledTuning), else 0.
   int staged_rows = 0;
+  /// The narrow vector path (16-bit weights, tuning::PooledGather::kNarrowVectorBytes; with
+  /// vectorized false): the default kernel's 8-byte instance.
+  bool narrow = false;
 };
 struct SequenceTypes {
   DType weights, output, index;
@@ -172,8 +175,10 @@ constexpr int vector_width(DType w) {
 /// kPipelined: persistent grid, each group loops over bags with the next bag's offsets and first
 /// index tile prefetched (compiled for kCompiledPooledTuning only); otherwise one group per bag.
 /// kRows: row loads in flight per lane (tuning::PooledGather::kRowsInFlight = 4 everywhere;
-/// kRowsInFlightMany = 8 also compiled for kCompiledPooledTuning).
-template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
+/// kRowsInFlightMany = 8 also compiled for kCompiledPooledTuning). kVecBytes: a lane's vector
+/// in bytes (tuning::PooledGather::kVectorBytes; kNarrowVectorBytes for 16-bit weights, default
+/// kernel only, kernels/pooled_gather_narrow.cu) or 0 (one element per lane).
+template <DType kW, DType kAcc, DType kOut, DType kIdx, int kVecBytes, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& args, cudaStream_t stream);
 /// The streamed kernel (kernels/pooled_gather_streamed.cuh), a ring of kR rows per warp.
 template <DType kW, DType kAcc, DType kOut, DType kIdx, int kR>

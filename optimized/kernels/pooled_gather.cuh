@@ -28,6 +28,9 @@
 namespace tbe::cuda::detail {
 
 inline constexpr int kPooledBlock = tuning::PooledGather::kBlockThreads;
+/// A lane's vector in bytes: the vector path, the narrow path of 16-bit weights (launch_pooled_t).
+inline constexpr int kPooledVec = tuning::PooledGather::kVectorBytes;
+inline constexpr int kPooledNarrowVec = tuning::PooledGather::kNarrowVectorBytes;
 
 template <class W, class Acc, class Out, class Idx, int VEC, int kRowsInFlight>
 struct PooledGather {
@@ -318,11 +321,11 @@ pooled_gather_group_per_bag(const PooledArgs a) {
   }
 }
 
-template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows,
+template <DType kW, DType kAcc, DType kOut, DType kIdx, int kVecBytes, bool kPipelined, int kRows,
           bool kRows32, bool kWeighted, bool kSpans>
 void launch_pooled_kernel(const PooledArgs& a, cudaStream_t stream) {
   using W = storage_t<kW>;
-  constexpr int VEC = kVec ? tuning::PooledGather::kVectorBytes / static_cast<int>(sizeof(W)) : 1;
+  constexpr int VEC = kVecBytes > 0 ? kVecBytes / static_cast<int>(sizeof(W)) : 1;
   auto* kernel = pooled_gather_group_per_bag<W, storage_t<kAcc>, storage_t<kOut>, storage_t<kIdx>,
                                              VEC, kPipelined, kRows, kRows32, kWeighted, kSpans>;
   std::int64_t blocks = 0;
@@ -357,8 +360,10 @@ void launch_pooled_kernel(const PooledArgs& a, cudaStream_t stream) {
 /// The group-per-bag launch with the kernel instance of the launch's flags (32-bit row
 /// arithmetic, per-sample weights, a merged launch's spans; all uniform over the grid). Spans
 /// are compiled for the default kernel only (one group per bag, kRowsInFlight rows): the plan
-/// merges no launch of the pipelined or 8-rows kernels (src/forward_op.cpp).
-template <DType kW, DType kAcc, DType kOut, DType kIdx, bool kVec, bool kPipelined, int kRows>
+/// merges no launch of the pipelined or 8-rows kernels (src/forward_op.cpp). kVecBytes: the
+/// bytes of a lane's vector (tuning::PooledGather::kVectorBytes, kNarrowVectorBytes for 16-bit
+/// weights) or 0 (one element).
+template <DType kW, DType kAcc, DType kOut, DType kIdx, int kVecBytes, bool kPipelined, int kRows>
 void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
   constexpr bool kMayMerge = !kPipelined && kRows == tuning::PooledGather::kRowsInFlight;
   if (!kMayMerge && a.spans != nullptr)
@@ -370,7 +375,7 @@ void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
       dispatch::dispatch_flag(kMayMerge && a.spans != nullptr, [&](auto spans) {
         constexpr bool kSpans = decltype(spans)::value;
         if constexpr (kMayMerge || !kSpans)
-          launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVec, kPipelined, kRows, kRows32, kWeighted,
+          launch_pooled_kernel<kW, kAcc, kOut, kIdx, kVecBytes, kPipelined, kRows, kRows32, kWeighted,
                                kSpans>(a, stream);
       });
     });
@@ -391,22 +396,36 @@ void launch_pooled_t(const PooledArgs& a, cudaStream_t stream) {
   template void launch_pooled_t<W, ACC, OUT, IDX, VEC, PIPE, ROWS>(const PooledArgs&, cudaStream_t);
 #define TBE_INSTANTIATE_POOLED_OUT(W, ACC, OUT)                                              \
   static_assert(dispatch::contains(dispatch::kCompiledForward, dispatch::TypeCombo{W, ACC, OUT})); \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, true, false, tuning::PooledGather::kRowsInFlight)  \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, false, false, tuning::PooledGather::kRowsInFlight) \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, true, false, tuning::PooledGather::kRowsInFlight)  \
-  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, false, false, tuning::PooledGather::kRowsInFlight)
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, kPooledVec, false, tuning::PooledGather::kRowsInFlight) \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, 0, false, tuning::PooledGather::kRowsInFlight)          \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, kPooledVec, false, tuning::PooledGather::kRowsInFlight) \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, 0, false, tuning::PooledGather::kRowsInFlight)
+/// The narrow vector path of 16-bit weights (kernels/pooled_gather_narrow.cu): 8-byte vectors of
+/// 4 elements for rows whose starts are 8- but not 16-byte aligned or whose D % 8 == 4; the
+/// default kernel only (ForwardTuning::narrow_vectors).
+#define TBE_INSTANTIATE_POOLED_NARROW_FOR(W)                                                 \
+  TBE_INSTANTIATE_POOLED_NARROW_ACC(W, DType::F32)                                           \
+  TBE_INSTANTIATE_POOLED_NARROW_ACC(W, DType::F64)
+#define TBE_INSTANTIATE_POOLED_NARROW_ACC(W, ACC)                                            \
+  TBE_INSTANTIATE_POOLED_NARROW_OUT(W, ACC, DType::F32)                                      \
+  TBE_INSTANTIATE_POOLED_NARROW_OUT(W, ACC, DType::F16)                                      \
+  TBE_INSTANTIATE_POOLED_NARROW_OUT(W, ACC, DType::BF16)
+#define TBE_INSTANTIATE_POOLED_NARROW_OUT(W, ACC, OUT)                                       \
+  static_assert(dispatch::contains(dispatch::kCompiledForward, dispatch::TypeCombo{W, ACC, OUT})); \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I32, kPooledNarrowVec, false, tuning::PooledGather::kRowsInFlight) \
+  TBE_POOLED_INSTANCE(W, ACC, OUT, DType::I64, kPooledNarrowVec, false, tuning::PooledGather::kRowsInFlight)
 /// The ForwardTuning variants (kCompiledPooledTuning: FP32 output, vector path): the pipelined
 /// persistent grid and 8 rows in flight.
 #define TBE_INSTANTIATE_POOLED_TUNING(W, ACC)                                                \
   static_assert(dispatch::contains(dispatch::kCompiledPooledTuning,                          \
                                    dispatch::TypeCombo{W, ACC, DType::F32}));                \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, true, true,                            \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, kPooledVec, true,                      \
                       tuning::PooledGather::kRowsInFlight)                                   \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, true,                            \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, kPooledVec, true,                      \
                       tuning::PooledGather::kRowsInFlight)                                   \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, true, false,                           \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I64, kPooledVec, false,                     \
                       tuning::PooledGather::kRowsInFlightMany)                               \
-  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, true, false,                           \
+  TBE_POOLED_INSTANCE(W, ACC, DType::F32, DType::I32, kPooledVec, false,                     \
                       tuning::PooledGather::kRowsInFlightMany)
 
 }  // namespace tbe::cuda::detail

@@ -5,6 +5,8 @@
 // nothing measurable there; templating them would multiply the instance count by 8); the
 // streamed kernel's launcher templates weights, check and 32-bit rows (its FP64 instance spilled
 // with the check's registers in every variant: kernels/pooled_gather_streamed.cuh).
+#include <stdexcept>
+
 #include "dispatch/dispatch.h"
 #include "dispatch/tuning.h"
 #include "kernels/launch.h"
@@ -18,6 +20,7 @@ template <DType W, DType Acc, DType Out, DType Idx>
 void pooled_vec(const PooledTypes& t, const PooledArgs& a, cudaStream_t s) {
   constexpr int R = tuning::PooledGather::kRowsInFlight;
   constexpr int kMany = tuning::PooledGather::kRowsInFlightMany;
+  constexpr int kVec = tuning::PooledGather::kVectorBytes;
   if constexpr (dispatch::contains(dispatch::kCompiledPooledTuning, dispatch::TypeCombo{W, Acc, Out})) {
     constexpr int kFew = tuning::PooledGather::kStreamedRowsFew;
     constexpr int kManyRing = tuning::PooledGather::kStreamedRowsMany;
@@ -25,12 +28,16 @@ void pooled_vec(const PooledTypes& t, const PooledArgs& a, cudaStream_t s) {
       return launch_pooled_streamed_t<W, Acc, Out, Idx, kFew>(a, s);
     if (t.vectorized && t.staged_rows == kManyRing)
       return launch_pooled_streamed_t<W, Acc, Out, Idx, kManyRing>(a, s);
-    if (t.vectorized && t.pipelined) return launch_pooled_t<W, Acc, Out, Idx, true, true, R>(a, s);
+    if (t.vectorized && t.pipelined) return launch_pooled_t<W, Acc, Out, Idx, kVec, true, R>(a, s);
     if (t.vectorized && t.rows_in_flight == kMany)
-      return launch_pooled_t<W, Acc, Out, Idx, true, false, kMany>(a, s);
+      return launch_pooled_t<W, Acc, Out, Idx, kVec, false, kMany>(a, s);
   }
-  if (t.vectorized) launch_pooled_t<W, Acc, Out, Idx, true, false, R>(a, s);
-  else launch_pooled_t<W, Acc, Out, Idx, false, false, R>(a, s);
+  if constexpr (W == DType::F16 || W == DType::BF16) {  // kernels/pooled_gather_narrow.cu
+    if (t.narrow) return launch_pooled_t<W, Acc, Out, Idx, tuning::PooledGather::kNarrowVectorBytes, false, R>(a, s);
+  }
+  if (t.narrow) throw std::logic_error("pooled gather: the narrow vector path of a 32-bit weight type");
+  if (t.vectorized) launch_pooled_t<W, Acc, Out, Idx, kVec, false, R>(a, s);
+  else launch_pooled_t<W, Acc, Out, Idx, 0, false, R>(a, s);
 }
 
 template <DType W, DType Out, DType Idx>

@@ -41,8 +41,10 @@ int group_size_for(std::int32_t dim, int vec) {
 struct PooledLaunch {
   std::int64_t bag_begin, bag_end;
   int group_size;
-  bool vectorized;
+  bool vectorized;       ///< 16-byte vectors (tuning::PooledGather::kVectorBytes)
   bool chunked = false;  ///< some feature's D > group_size · VEC (column chunks)
+  /// 8-byte vectors of 16-bit weights (ForwardTuning::narrow_vectors; vectorized is false)
+  bool narrow = false;
   /// PooledTypes::staged_rows of the launch: ForwardTuning::staged_rows when it may stream
   /// (vector path, a warp per bag, no column chunks, types compiled for it), else 0.
   int staged_rows = 0;
@@ -53,6 +55,9 @@ struct PooledLaunch {
 };
 
 namespace {
+/// The vector path of a launch: 16-byte vectors, 8-byte (narrow), one element.
+int vector_path(const PooledLaunch& l) { return l.vectorized ? 2 : l.narrow ? 1 : 0; }
+
 /// Blocks of the group-per-bag kernel over `bags` bags at group size g.
 std::int64_t group_per_bag_blocks(std::int64_t bags, int g) {
   const std::int64_t per_block = tuning::PooledGather::kBlockThreads / g;
@@ -69,17 +74,18 @@ std::vector<PooledLaunch> merge_group_per_bag(const std::vector<PooledLaunch>& l
                                               std::vector<detail::PooledSpan>& spans) {
   constexpr std::int64_t kMaxBlocks = std::numeric_limits<std::int32_t>::max();
   std::vector<PooledLaunch> out;
-  for (bool vec : {true, false}) {  // members of one merged launch share the vector path
+  for (int path : {2, 1, 0}) {  // members of one merged launch share the vector path
     std::vector<PooledLaunch> members;
     for (std::size_t i = 0; i < launches.size(); ++i)
-      if (group[i] && launches[i].vectorized == vec) members.push_back(launches[i]);
+      if (group[i] && vector_path(launches[i]) == path) members.push_back(launches[i]);
     if (members.size() < 2) continue;
     PooledLaunch* m = nullptr;
     for (const PooledLaunch& l : members) {
       const std::int64_t blocks = group_per_bag_blocks(l.bag_end - l.bag_begin, l.group_size);
       if (m == nullptr || m->span_blocks + blocks > kMaxBlocks) {
-        out.push_back(PooledLaunch{l.bag_begin, l.bag_end, l.group_size, vec, false});
+        out.push_back(PooledLaunch{l.bag_begin, l.bag_end, l.group_size, l.vectorized, false});
         m = &out.back();
+        m->narrow = l.narrow;
         m->span_begin = static_cast<std::int32_t>(spans.size());
       }
       spans.push_back(detail::PooledSpan{l.bag_begin, l.bag_end, l.group_size,
@@ -97,7 +103,7 @@ std::vector<PooledLaunch> merge_group_per_bag(const std::vector<PooledLaunch>& l
     if (group[i]) {
       std::size_t same_path = 0;
       for (std::size_t j = 0; j < launches.size(); ++j)
-        same_path += group[j] && launches[j].vectorized == launches[i].vectorized;
+        same_path += group[j] && vector_path(launches[j]) == vector_path(launches[i]);
       if (same_path >= 2) continue;
     }
     out.push_back(launches[i]);
@@ -253,7 +259,7 @@ struct ForwardPlan {
       a.counters = counters();
       a.abort_key = abort_key;
       detail::launch_pooled({weights_dtype, accumulation, output_dtype, index_dtype, l.vectorized,
-                             tuning.pipelined, tuning.rows_in_flight, l.staged_rows},
+                             tuning.pipelined, tuning.rows_in_flight, l.staged_rows, l.narrow},
                             a, ls);
     }
     if (!small_features.empty()) {
@@ -404,7 +410,14 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
   auto vectorizable = [&](std::int32_t f) {
     return base_aligned && features[f].dim % vec == 0 && features[f].table_offset % vec == 0;
   };
-  bool any_vec = false, any_scalar = false, any_chunked = false;
+  // the narrow path (16-bit weights): 4-element, 8-byte vectors where 16-byte ones do not fit
+  constexpr int kNarrow = 4;
+  const bool narrow_types = tuning.narrow_vectors && dtype_size(P.weights_dtype) == 2 &&
+                            reinterpret_cast<std::uintptr_t>(P.weights) % tuning::PooledGather::kNarrowVectorBytes == 0;
+  auto narrowable = [&](std::int32_t f) {
+    return narrow_types && features[f].dim % kNarrow == 0 && features[f].table_offset % kNarrow == 0;
+  };
+  bool any_vec = false, any_narrow = false, any_scalar = false, any_chunked = false;
   if (P.pooling == PoolingMode::None) {
     P.seq_dim = P.T > 0 ? features[0].dim : 1;
     P.seq_vectorized = true;
@@ -417,18 +430,20 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
     for (std::int32_t f = 0; f < P.T; ++f) {
       if (P.small_decision[f].eligible) continue;  // the small-table launch owns its bags
       const bool v = vectorizable(f);
-      const int w = v ? vec : 1;
+      const bool nv = !v && narrowable(f);
+      const int w = v ? vec : nv ? kNarrow : 1;
       const int g = group_size_for(features[f].dim, w);
-      (v ? any_vec : any_scalar) = true;
+      (v ? any_vec : nv ? any_narrow : any_scalar) = true;
       const bool chunked = features[f].dim > g * w;
       if (chunked) any_chunked = true;
       const std::int64_t b0 = P.layout.feature_bag_offset[f], b1 = P.layout.feature_bag_offset[f + 1];
       if (!P.pooled.empty() && P.pooled.back().group_size == g && P.pooled.back().vectorized == v &&
-          P.pooled.back().bag_end == b0) {
+          P.pooled.back().narrow == nv && P.pooled.back().bag_end == b0) {
         P.pooled.back().bag_end = b1;
         P.pooled.back().chunked = P.pooled.back().chunked || chunked;
       } else {
         P.pooled.push_back(PooledLaunch{b0, b1, g, v, chunked});
+        P.pooled.back().narrow = nv;
       }
     }
     if (!P.pooled.empty()) {
@@ -439,6 +454,7 @@ ForwardOp::ForwardOp(const ForwardProblem& p, Validated, const ForwardStrategy& 
       P.paths.push_back(P.rows32 ? "forward.pooled.row_index32" : "forward.pooled.row_index64");
     }
     if (any_vec) P.paths.push_back("forward.pooled.vec" + std::to_string(vec));
+    if (any_narrow) P.paths.push_back("forward.pooled.narrow_vec4");
     if (any_scalar) P.paths.push_back("forward.pooled.scalar");
     if (any_chunked) P.paths.push_back("forward.pooled.column_chunks");
     const bool pipelined_compiled =

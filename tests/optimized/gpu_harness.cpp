@@ -92,6 +92,7 @@ cuda::ForwardTuning gen_forward_tuning() {
   t.staged_bags_per_warp = *rc::gen::element(0, 1, 3, 32);
   t.launch_streams = *rc::gen::element(1, 2, 4, 8);
   t.merge_launches = *rc::gen::arbitrary<bool>();
+  t.narrow_vectors = *rc::gen::arbitrary<bool>();
   return t;
 }
 
@@ -105,7 +106,8 @@ std::string describe_gpu(bool fused_bounds_check, const cuda::ForwardTuning& t) 
          ", staged_auto_min_bags=" + std::to_string(t.staged_auto_min_bags) +
          ", staged_bags_per_warp=" + std::to_string(t.staged_bags_per_warp) +
          ", launch_streams=" + std::to_string(t.launch_streams) +
-         ", merge_launches=" + (t.merge_launches ? "1" : "0") + ")";
+         ", merge_launches=" + (t.merge_launches ? "1" : "0") +
+         ", narrow_vectors=" + (t.narrow_vectors ? "1" : "0") + ")";
 }
 
 Outcome run_gpu(ForwardCase& c, bool fused_bounds_check, const cuda::ForwardTuning& tuning) {

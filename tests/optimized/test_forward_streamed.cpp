@@ -247,9 +247,10 @@ TEST_CASE("forward launches over several streams: same bits, forked from and joi
 
 namespace {
 /// T features over 5 tables of D = 4, 8, 64, 128, 16 (FP32 vector path: group sizes 1, 2, 16,
-/// 32, 4; FP16: D = 4 on the scalar path, the rest 1, 8, 16, 2), feature f on table f mod 5, so
-/// no two neighbours share a launch: T pooled launches, T spans once merged (T = 40: 40 FP32
-/// spans, more than one ballot step; FP16: 32 vector spans and 8 scalar). B bags per feature
+/// 32, 4; FP16: D = 4 on the narrow 8-byte path (scalar with narrow_vectors off), the rest 1, 8,
+/// 16, 2), feature f on table f mod 5, so no two neighbours share a launch: T pooled launches, T
+/// spans once merged (T = 40: 40 FP32 spans, more than one ballot step; FP16: 32 vector spans
+/// and 8 narrow). B bags per feature
 /// (or VBE: ranks of 3 and B - 3 bags), lengths cycling 0..9 with a 300 every 97th bag; one bad
 /// index and one decreasing offset (WARNING repairs them).
 ForwardCase mixed_group_case(DType w, std::int32_t T, std::int64_t B, PoolingMode pooling,
@@ -306,7 +307,7 @@ TEST_CASE("forward: group-per-bag launches merged into one per vector path (merg
   const Shape shapes[] = {
       {DType::F32, 40, 300, PoolingMode::Sum, false, false},  // 40 spans: two ballot steps
       {DType::F32, 7, 1000, PoolingMode::Mean, true, false},  // G = 1 spans of 4 blocks
-      {DType::F16, 40, 70, PoolingMode::Sum, true, true},     // 32 vector + 8 scalar spans, VBE
+      {DType::F16, 40, 70, PoolingMode::Sum, true, true},     // 32 vector + 8 narrow spans, VBE
       {DType::F32, 6, 1, PoolingMode::Sum, false, false},     // one bag per feature: spans of one block
   };
   for (const Shape& sh : shapes)
@@ -341,8 +342,8 @@ TEST_CASE("forward: merge_launches leaves streamed, pipelined and 8-rows launche
           "[gpu][forward][merge]") {
   // FP32, T = 8 (D 4, 8, 64, 128, 16, 4, 8, 64): with every G = 32 launch streamed
   // (staged_rows 8) one D = 128 launch streams and the seven others merge; with pipelined or 8
-  // rows in flight the vector launches run that kernel and nothing merges (FP16 adds the scalar
-  // D = 4 spans: two of them merge). Same bits as the group-per-bag kernel unmerged.
+  // rows in flight the vector launches run that kernel and nothing merges (FP16 adds the narrow
+  // D = 4 spans, on the group-per-bag kernel: two of them merge). Same bits as the group-per-bag kernel unmerged.
   for (DType w : {DType::F32, DType::F16}) {
     ForwardCase c = mixed_group_case(w, 8, 200, PoolingMode::Sum, false, false);
     cuda::ForwardTuning apart = group_per_bag();
@@ -440,4 +441,87 @@ TEST_CASE("streamed gather: Auto streams the launches of at least staged_auto_mi
     CHECK(has_path(g, "forward.pooled.group_per_bag"));
     check_in_enclosure(c16, g);
   }
+}
+
+namespace {
+/// 16-bit tables packed back to back (element offsets 0, 20, 5140, 5536, 6624, 6660, 27660):
+/// D = 4 (E = 5: the next table starts 8- but not 16-byte aligned), 128, 12 (D % 8 == 4), 64 (back
+/// on a 16-byte boundary: the vector path), 3 (odd: scalar), 1000 (narrow with column chunks:
+/// D > 32·4), 8 (misaligned again): every path but the vector one narrow where D % 4 == 0.
+/// Feature f on table f mod 7 (T = 14), lengths cycling 0..6 with a 200 every 41st bag, one bad
+/// index (WARNING repairs it).
+ForwardCase narrow_case(DType w, PoolingMode pooling, bool weighted, bool vbe) {
+  ForwardCase c;
+  c.set_tables(w, {5, 40, 33, 17, 12, 21, 6}, {4, 128, 12, 64, 3, 1000, 8});
+  const std::int32_t T = 14;
+  const std::int64_t B = 37;
+  for (std::int32_t f = 0; f < T; ++f) c.feature_table_map.push_back(f % 7);
+  c.options.pooling = pooling;
+  c.options.bounds_check = BoundsCheckMode::Warning;
+  c.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
+  for (std::int64_t t = 0; t < 7; ++t)
+    for (std::int64_t r = 0; r < c.rows[t]; ++r)
+      for (std::int32_t d = 0; d < c.dims[t]; ++d)
+        c.set_weight(t, r, d, static_cast<double>((r * 7 + d * 3 + t) % 29) - 14.0 + 0.125 * (d % 8));
+  if (vbe) {
+    c.vbe_ranks = 2;
+    for (std::int32_t f = 0; f < T; ++f) {
+      c.vbe_batch_sizes.push_back(5);
+      c.vbe_batch_sizes.push_back(B - 5);
+    }
+  } else {
+    c.batch_size = B;
+  }
+  c.offsets = {0};
+  for (std::int64_t k = 0; k < T * B; ++k) {
+    const std::int64_t E = c.rows[c.feature_table_map[k / B]];
+    const std::int64_t L = k % 41 == 20 ? 200 : k % 7;
+    for (std::int64_t i = 0; i < L; ++i) c.indices.push_back((k * 31 + i * 17) % E);
+    c.offsets.push_back(static_cast<std::int64_t>(c.indices.size()));
+  }
+  if (weighted)
+    for (std::size_t i = 0; i < c.indices.size(); ++i)
+      c.per_sample_weights.push_back(static_cast<float>(i % 7) * 0.5f - 1.5f);
+  c.indices[c.indices.size() / 2] = 50'000;  // past every table's E
+  return c;
+}
+}  // namespace
+
+TEST_CASE("forward: 8-byte vectors for 16-bit rows that 16-byte ones do not fit (narrow_vectors)",
+          "[gpu][forward][narrow]") {
+  // cuda::ForwardTuning::narrow_vectors: FP16/BF16 features with D % 4 == 0 whose rows are not
+  // 16-byte aligned (a D = 4 table of odd E before them, or D % 8 == 4) load 4-element vectors
+  // instead of one element per lane. Each column sums the same rows in the same order, so on and
+  // off give the same bits; the odd-D table stays scalar; inside the enclosures.
+  for (DType w : {DType::F16, DType::BF16})
+    for (PoolingMode pooling : {PoolingMode::Sum, PoolingMode::Mean})
+      for (bool weighted : {false, true})
+        for (bool vbe : {false, true})
+          for (bool fused : {true, false}) {
+            ForwardCase c = narrow_case(w, pooling, weighted, vbe);
+            INFO("w=" << to_string(w) << " pooling=" << to_string(pooling) << " weighted=" << weighted
+                      << " vbe=" << vbe << " fused=" << fused);
+            const std::int64_t expected_warnings = repair(c.view()).warnings;
+            cuda::ForwardTuning off;
+            off.narrow_vectors = false;
+            const Outcome base = run_gpu(c, fused, off);
+            REQUIRE(base.kind == Outcome::Kind::Ok);
+            CHECK_FALSE(has_path(base, "forward.pooled.narrow_vec4"));
+            CHECK(base.stats.warnings == expected_warnings);
+            for (bool merge : {true, false}) {
+              cuda::ForwardTuning on;
+              on.merge_launches = merge;
+              INFO(describe_gpu(fused, on));
+              const Outcome g = run_gpu(c, fused, on);
+              REQUIRE(g.kind == Outcome::Kind::Ok);
+              CHECK(g.sentinels_intact);
+              CHECK(g.stats.warnings == expected_warnings);
+              CHECK(has_path(g, "forward.pooled.narrow_vec4"));
+              CHECK(has_path(g, "forward.pooled.scalar"));       // D = 3
+              CHECK(has_path(g, "forward.pooled.vec8"));         // D = 64
+              CHECK(has_path(g, "forward.pooled.column_chunks"));  // D = 1000
+              CHECK(count_bit_differences(base, g) == 0);
+              if (merge) check_in_enclosure(c, g);
+            }
+          }
 }

@@ -27,13 +27,18 @@ namespace {
 int vec_of(DType w) { return w == DType::F32 ? 4 : 8; }
 constexpr int kMaxGroup = 32;
 
-// The forward path names a pooled feature of dim D in a 16-byte aligned table takes.
+// The forward path names a pooled feature of dim D in a 16-byte aligned table takes (16-bit
+// weights that do not fit 16-byte vectors take 8-byte ones of 4 elements where D and the offset
+// allow: ForwardTuning::narrow_vectors, on by default).
 std::set<std::string> pooled_paths(DType w, std::int32_t D, std::int64_t table_offset) {
   const int vec = vec_of(w);
   const bool v = D % vec == 0 && table_offset % vec == 0;
-  std::set<std::string> out = {v ? "forward.pooled.vec" + std::to_string(vec)
-                                 : std::string("forward.pooled.scalar")};
-  if (D > kMaxGroup * (v ? vec : 1)) out.insert("forward.pooled.column_chunks");
+  const bool narrow = !v && w != DType::F32 && D % 4 == 0 && table_offset % 4 == 0;
+  const int width = v ? vec : narrow ? 4 : 1;
+  std::set<std::string> out = {v        ? "forward.pooled.vec" + std::to_string(vec)
+                               : narrow ? std::string("forward.pooled.narrow_vec4")
+                                        : std::string("forward.pooled.scalar")};
+  if (D > kMaxGroup * width) out.insert("forward.pooled.column_chunks");
   return out;
 }
 

@@ -532,7 +532,7 @@ void Campaign::print_paths() const {
       {Operator::Forward, "bounds.fused"},      {Operator::Forward, "bounds.separate"},
       {Operator::Forward, "bounds.fatal_check"}, {Operator::Forward, "forward.vbe"},
       {Operator::Forward, "forward.pooled.scalar"}, {Operator::Forward, "forward.launch_streams"},
-      {Operator::Forward, "forward.pooled.merged_launch"},
+      {Operator::Forward, "forward.pooled.merged_launch"}, {Operator::Forward, "forward.pooled.narrow_vec4"},
       {Operator::Backward, "bwd.sort.key32"},   {Operator::Backward, "bwd.short"},
       {Operator::Backward, "bwd.long.chunked"}, {Operator::Backward, "bwd.long.fused"},
       {Operator::Backward, "bwd.sr"},           {Operator::Backward, "bwd.psw_grad"},

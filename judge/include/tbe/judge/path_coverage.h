@@ -26,7 +26,8 @@ std::string to_string(PathFamily f);  ///< "forward", "backward", "ikbo"
 /// mma, backward, backward with the forward's saved counts). IKBO: the default LCE stage
 /// (padded-k) with its user and candidate GEMMs and gather-add. Not listed (not reachable through
 /// the Backend interfaces; the GPU tests force them): forward.pooled.pipelined, forward.pooled.row_index64, bwd.sort.key64,
-/// bwd.hoisted, the other LCE stages.
+/// bwd.hoisted, the other LCE stages; forward.pooled.narrow_vec4 (the matrix's tables are 16-byte
+/// aligned and its D odd or multiples of 8; the GPU tests and the fuzz campaign reach it).
 const std::vector<std::string>& required_paths(PathFamily f);
 
 /// The paths one family's device rows reported, and whether its requirement applies.

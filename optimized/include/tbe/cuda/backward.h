@@ -151,7 +151,10 @@ struct BackwardTuning {
   /// table's group idle (prod-mixed: 56% of the runs are rows of D = 4 or 8 tables, each given a
   /// full warp of which one or two lanes work, while a run costs the group a chain of dependent
   /// loads whatever its D). Every value gives the same bits: a run's sum and update do not depend
-  /// on the group that computed it.
+  /// on the group that computed it. Measured (H100, session 30, bench/results/README.md),
+  /// prod-mixed with the transpose hoisted, PerDim against Widest: B = 4096 FP32 SGD / FP32
+  /// Adagrad / FP16 Adagrad 2.66 / 2.95 / 2.29 ms against 3.20 / 4.03 / 3.65; B = 32768 5.67 /
+  /// 6.17 / 5.93 against 10.03 / 11.79 / 11.05.
   enum class ShortGroups : std::uint8_t {
     /// PerDim where it applies and matters: the tables the features read have two or more group
     /// sizes, warp groups (D_max <= 128), and tuning.run_launch is not Interleaved (RunLaunch::Auto

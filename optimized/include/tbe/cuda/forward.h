@@ -109,6 +109,17 @@ struct ForwardTuning {
   /// (bench/results/README.md). false: one launch per run, as before. Same output bits either way
   /// (the tests draw both).
   bool merge_launches = true;
+  /// FP16/BF16 weights: features whose rows do not fit 16-byte vectors (D % 8 == 4, or a table
+  /// offset that is a multiple of 4 elements but not of 8) but fit 8-byte ones (D % 4 == 0, offset
+  /// % 4 == 0, weights pointer 8-byte aligned) gather 4-element vectors (path
+  /// "forward.pooled.narrow_vec4"; tuning::PooledGather::kNarrowVectorBytes) instead of one element per
+  /// lane. Why: tables are packed back to back, so one D = 4 table of odd E leaves every later
+  /// table's rows 8- but not 16-byte aligned; on prod-mixed that sent 92% of the FP16 lookups of
+  /// D >= 8 tables (B = 32768), and every D = 4 lookup, to the scalar path (2-byte loads, 4
+  /// column chunks at D = 128). false: scalar,
+  /// as before. Same output bits either way (each column sums the same rows in the same order;
+  /// the tests draw both).
+  bool narrow_vectors = true;
   /// The small-table histogram path (docs/small-table.md): which features take it.
   SmallTableTuning small_table;
 };
