@@ -221,7 +221,7 @@ template <class Out, int kStage> inline constexpr int kStageWarpBytes =
 /// Dynamic shared memory of a run kernel launch staging kStage rows per lane (block groups and
 /// kStage = 0 use none).
 template <class Out, bool kBlock, int kStage> inline constexpr int kRunStageBytes =
-    kBlock || kStage == 0 ? 0 : (kRunBlock / 32) * kStageWarpBytes<Out, kStage>;
+    kBlock || kStage <= 0 ? 0 : (kRunBlock / 32) * kStageWarpBytes<Out, kStage>;
 
 /// 4 grad_output elements of one slot (shared-space address) as floats.
 template <class Out>
@@ -245,6 +245,38 @@ __device__ __forceinline__ void add_row(Acc (&acc)[4], const float (&x)[4], Acc 
   for (int v = 0; v < 4; ++v) {
     const float y = kClip ? clip_gradient(x[v], max_gradient) : x[v];
     acc[v] = kScaled ? fma(c, static_cast<Acc>(y), acc[v]) : acc[v] + static_cast<Acc>(y);
+  }
+}
+
+/// kStage of the run kernels' instance for groups of one lane (gather_registers_lane only).
+inline constexpr int kStageLane = -1;
+
+/// The register gather of a group of one lane (G = 1: per-D launches of D <= 4 tables,
+/// BackwardTuning::ShortGroups): the lane resolves kRunRowsInFlight lookups at a time, then loads
+/// their rows back to back, so it has kRunRowsInFlight sorted values and rows in flight (tiles of
+/// G = 1 lookup would give it one of each). Rows are added in sorted order with add_row: the same
+/// bits as tiles of G.
+template <class Out, class Acc, bool kVec, bool kScaled, bool kClip>
+__device__ __forceinline__ void gather_registers_lane(const RunArgs& a, std::uint32_t begin,
+                                                      std::uint32_t end, int D, float max_gradient,
+                                                      Acc (&acc)[4]) {
+  constexpr int R = kRunRowsInFlight;
+  const int ncols = D < 4 ? D : 4;
+  const Out* col = static_cast<const Out*>(a.grad_output);
+  for (std::uint32_t base = begin; base < end; base += static_cast<std::uint32_t>(R)) {
+    const int n = static_cast<int>(min(static_cast<std::uint32_t>(R), end - base));
+    float x[R][4];
+    Acc s[R];
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      std::int64_t o = 0;
+      s[u] = Acc(1);
+      if (u < n) resolve_lookup(a, base + static_cast<std::uint32_t>(u), o, s[u]);
+      if (u < n) load4<Out>(col + o, kVec, kVec ? 4 : ncols, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < R; ++u)
+      if (u < n) add_row<kScaled, kClip>(acc, x[u], s[u], max_gradient);
   }
 }
 
@@ -401,6 +433,17 @@ __device__ __forceinline__ void accumulate_sorted(const RunArgs& a, const RunGro
   const bool clip = a.max_gradient > 0.0f;
   const float mg = clip ? a.max_gradient : __int_as_float(0x7f800000);  // +inf: no clamp
   constexpr int S = kStage, M = kRegisterMax;
+  if constexpr (kStage == kStageLane) {  // groups of one lane (their own kernel instance)
+    if (!a.grad_vec)
+      gather_registers_lane<Out, Acc, false, true, true>(a, begin, end, D, mg, acc);
+    else if (scaled)
+      clip ? gather_registers_lane<Out, Acc, true, true, true>(a, begin, end, D, mg, acc)
+           : gather_registers_lane<Out, Acc, true, true, false>(a, begin, end, D, mg, acc);
+    else
+      clip ? gather_registers_lane<Out, Acc, true, false, true>(a, begin, end, D, mg, acc)
+           : gather_registers_lane<Out, Acc, true, false, false>(a, begin, end, D, mg, acc);
+    return;
+  }
   if (!a.grad_vec)  // uniform: one flag per call
     gather_registers<Out, Acc, kBlock, false, true, true>(a, g, begin, end, D, mg, acc);
   else if (scaled)

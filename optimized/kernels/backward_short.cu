@@ -63,6 +63,8 @@ void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
   constexpr int kStaged = tuning::RunKernels::kShortStageRows;
   if constexpr (!kBlock) {
     if (a.class_tables != nullptr) {  // ShortGroups::PerDim (the host never asks it of block groups)
+      if (a.group_size == 1)  // one lane per run: its own instance (kStageLane)
+        return launch_persistent<short_runs_per_dim<W, Acc, Out, kStageLane>, false>(a, stream);
       if constexpr (kStaged > 0) {
         if (a.short_staged)
           return launch_persistent<short_runs_per_dim<W, Acc, Out, kStaged>, false,
