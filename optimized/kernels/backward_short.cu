@@ -9,6 +9,8 @@
 // not by R, so nothing is read back); long runs and the sentinel run (positions outside every bag)
 // are skipped. With BackwardTuning::ShortGroups::PerDim a third kernel (two instances, as above)
 // takes the runs of one group size's tables per launch (short_runs_per_dim).
+#include <stdexcept>
+
 #include "kernels/backward_run_work.cuh"
 #include "tbe/cuda/check.h"
 
@@ -65,13 +67,17 @@ void launch_short_runs_t(const RunArgs& a, cudaStream_t stream) {
     if (a.class_tables != nullptr) {  // ShortGroups::PerDim (the host never asks it of block groups)
       if (a.group_size == 1)  // one lane per run: its own instance (kStageLane)
         return launch_persistent<short_runs_per_dim<W, Acc, Out, kStageLane>, false>(a, stream);
-      if constexpr (kStaged > 0) {
-        if (a.short_staged)
+      if constexpr (kStaged > 0) {  // the staged instance where the group can stage its rows
+        if (a.short_staged && a.group_size >= kStaged)
           return launch_persistent<short_runs_per_dim<W, Acc, Out, kStaged>, false,
                                    kRunStageBytes<Out, false, kStaged>>(a, stream);
       }
       return launch_persistent<short_runs_per_dim<W, Acc, Out, 0>, false>(a, stream);
     }
+  }
+  if constexpr (kBlock) {
+    if (a.class_tables != nullptr)
+      throw std::logic_error("short runs: per-D launches (ShortGroups::PerDim) of block groups");
   }
   if constexpr (!kBlock && kStaged > 0) {
     if (a.short_staged)

@@ -422,7 +422,8 @@ int group_size_of(std::int32_t d) {
 }
 
 /// The knobs of BackwardTuning::RunLaunch and ShortGroups: InvalidArgument naming the field for a
-/// value out of range or a launch the other knobs (or the problem's D) exclude.
+/// value out of range (interleave_chunk_every) or a launch the other knobs (or the problem's D)
+/// exclude.
 void check_run_launch(const ForwardProblem& f, const BackwardTuning& knobs) {
   using RunLaunch = BackwardTuning::RunLaunch;
   if (knobs.short_groups == BackwardTuning::ShortGroups::PerDim) {
@@ -1052,8 +1053,16 @@ BackwardStats BackwardOp::finish() {
   if (P.hoisted) st.paths.push_back("bwd.hoisted");
   if (k.short_runs > 0) {
     st.paths.push_back("bwd.short");
-    st.paths.push_back(P.run.short_staged ? "bwd.short.staged" : "bwd.short.registers");
-    if (P.per_dim) st.paths.push_back("bwd.short.per_dim");
+    if (!P.per_dim) {
+      st.paths.push_back(P.run.short_staged ? "bwd.short.staged" : "bwd.short.registers");
+    } else {  // per-D launches: the staged instance for the groups that can stage (G >= its ring)
+      bool staged = false, registers = false;
+      for (const BackwardPlan::DimClass& d : P.dim_classes)
+        (P.run.short_staged && d.group_size >= tuning::RunKernels::kShortStageRows ? staged : registers) = true;
+      if (staged) st.paths.push_back("bwd.short.staged");
+      if (registers) st.paths.push_back("bwd.short.registers");
+      st.paths.push_back("bwd.short.per_dim");
+    }
   }
   if (c.long_runs > 0) {
     st.paths.push_back(fused ? "bwd.long.fused" : "bwd.long.chunked");

@@ -324,18 +324,19 @@ namespace {
 /// 3 again (shared tables), B bags per feature: feature f looks up row r of its table
 /// lookups(r) times, shuffled, spread over its B bags. Row 0 of every table is looked up.
 template <class Lookups>
-BackwardCase mixed_d_case(DType w, const std::vector<std::int32_t>& dims, std::int64_t E,
-                          std::int64_t B, Lookups lookups, OptimizerKind opt, std::uint64_t seed) {
+BackwardCase mixed_d_case(DType w, const std::vector<std::int32_t>& dims,
+                          const std::vector<std::int64_t>& rows, std::int64_t B, Lookups lookups,
+                          OptimizerKind opt, std::uint64_t seed) {
   BackwardCase c;
   ForwardCase& f = c.forward;
-  f.set_tables(w, std::vector<std::int64_t>(dims.size(), E), dims);
+  f.set_tables(w, rows, dims);
   f.feature_table_map.clear();
   for (std::size_t t = 0; t < dims.size(); ++t) f.feature_table_map.push_back(static_cast<std::int32_t>(t));
   f.feature_table_map.push_back(0);
   f.feature_table_map.push_back(dims.size() > 3 ? 3 : 0);
   f.offsets = {0};
   for (std::size_t fi = 0; fi < f.feature_table_map.size(); ++fi) {
-    const std::vector<std::int64_t> idx = shuffled_rows(E, lookups, Rng(seed, fi + 1));
+    const std::vector<std::int64_t> idx = shuffled_rows(rows[f.feature_table_map[fi]], lookups, Rng(seed, fi + 1));
     const auto n = static_cast<std::int64_t>(idx.size());
     const std::int64_t first = static_cast<std::int64_t>(f.indices.size());
     f.indices.insert(f.indices.end(), idx.begin(), idx.end());
@@ -352,6 +353,11 @@ BackwardCase mixed_d_case(DType w, const std::vector<std::int32_t>& dims, std::i
   fill_grad_output(c, seed + 1, false);
   c.reset_momentum();
   return c;
+}
+template <class Lookups>
+BackwardCase mixed_d_case(DType w, const std::vector<std::int32_t>& dims, std::int64_t E,
+                          std::int64_t B, Lookups lookups, OptimizerKind opt, std::uint64_t seed) {
+  return mixed_d_case(w, dims, std::vector<std::int64_t>(dims.size(), E), B, lookups, opt, seed);
 }
 }  // namespace
 
@@ -403,6 +409,31 @@ TEST_CASE("per-D short-run launches: every table's runs at its own group size, t
               }
             }
         }
+  }
+  SECTION("more runs than groups: every group takes runs of several tables") {
+    // D = 4, 128, 4, 128 with 200,003 / 30,011 / 150,001 / 25,007 rows, each looked up once or
+    // twice per feature (tables 0 and 3 read by two features): about 350 K runs at G = 1 and 55 K
+    // at G = 32, several times the groups of a launch (a warp per run: 4 blocks of 8 warps per SM;
+    // one lane per run: 32 times as many), in counts that are not multiples of them, so the
+    // groups' share of the tables' runs wraps across table boundaries. In place.
+    for (DType w : {DType::F32, DType::F16}) {
+      BackwardCase c = mixed_d_case(w, {4, 128, 4, 128}, {200003, 30011, 150001, 25007}, 64,
+                                    [](std::int64_t r) { return 1 + (r % 5 == 0 ? 1 : 0); },
+                                    w == DType::F32 ? OptimizerKind::ExactSgd : OptimizerKind::ExactRowwiseAdagrad, 77);
+      INFO("w " << to_string(w));
+      BackwardRunOptions o;
+      o.in_place = true;
+      o.short_groups = ShortGroups::Widest;
+      const BackwardOutcome wide = run_backward_gpu(c, o);
+      REQUIRE(wide.kind == BackwardOutcome::Kind::Ok);
+      o.short_groups = ShortGroups::PerDim;
+      const BackwardOutcome per = run_judged(c, o);
+      CHECK(has_path(per, "bwd.short.per_dim"));
+      CHECK(per.stats.counters.short_runs == wide.stats.counters.short_runs);
+      CHECK(per.stats.counters.short_runs > 400000);
+      CHECK(per.weights == wide.weights);
+      CHECK(per.momentum == wide.momentum);
+    }
   }
   SECTION("one group size: Auto keeps one launch, PerDim forced gives its bits") {
     BackwardCase c = mixed_d_case(DType::F32, {128, 100, 128}, E, 37, lookups,

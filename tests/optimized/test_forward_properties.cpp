@@ -54,7 +54,7 @@ TEST_CASE("forward on valid input matches the reference in every mode", "[gpu][f
         RC_ASSERT(has_path(gpu.stats, fused ? "bounds.fused" : "bounds.separate"));
       if (mode == BoundsCheckMode::Fatal) RC_ASSERT(has_path(gpu.stats, "bounds.fatal_check"));
       if (has_path(gpu.stats, "forward.pooled.vec4") || has_path(gpu.stats, "forward.pooled.vec8") ||
-          has_path(gpu.stats, "forward.pooled.scalar"))  // a pooled launch ran; 32 bits fit c's tables
+          has_path(gpu.stats, "forward.pooled.narrow_vec4") || has_path(gpu.stats, "forward.pooled.scalar"))  // a pooled launch ran; 32 bits fit c's tables
         RC_ASSERT(has_path(gpu.stats, tuning.row_index32 ? "forward.pooled.row_index32"
                                                          : "forward.pooled.row_index64"));
     });

@@ -444,22 +444,22 @@ TEST_CASE("streamed gather: Auto streams the launches of at least staged_auto_mi
 }
 
 namespace {
-/// 16-bit tables packed back to back (element offsets 0, 20, 5140, 5536, 6624, 6660, 27660):
-/// D = 4 (E = 5: the next table starts 8- but not 16-byte aligned), 128, 12 (D % 8 == 4), 64 (back
-/// on a 16-byte boundary: the vector path), 3 (odd: scalar), 1000 (narrow with column chunks:
-/// D > 32·4), 8 (misaligned again): every path but the vector one narrow where D % 4 == 0.
-/// Feature f on table f mod 7 (T = 14), lengths cycling 0..6 with a 200 every 41st bag, one bad
-/// index (WARNING repairs it).
+/// 16-bit tables packed back to back (element offsets 0, 20, 5140, 5536, 6624, 6660, 27660,
+/// 27662): D = 4 (E = 5: the next table starts 8- but not 16-byte aligned), 128, 12 (D % 8 == 4),
+/// 64 (back on a 16-byte boundary: the vector path), 3 (odd: scalar), 1000 (narrow with column
+/// chunks: D > 32·4), 2 (E = 1, scalar), 8 at an offset of 2 mod 4 (rows only 4-byte aligned:
+/// scalar, though D % 4 == 0). Feature f on table f mod 8 (T = 16), lengths cycling 0..6 with a
+/// 200 every 41st bag, one bad index (WARNING repairs it).
 ForwardCase narrow_case(DType w, PoolingMode pooling, bool weighted, bool vbe) {
   ForwardCase c;
-  c.set_tables(w, {5, 40, 33, 17, 12, 21, 6}, {4, 128, 12, 64, 3, 1000, 8});
-  const std::int32_t T = 14;
+  c.set_tables(w, {5, 40, 33, 17, 12, 21, 1, 6}, {4, 128, 12, 64, 3, 1000, 2, 8});
+  const std::int32_t T = 16;
   const std::int64_t B = 37;
-  for (std::int32_t f = 0; f < T; ++f) c.feature_table_map.push_back(f % 7);
+  for (std::int32_t f = 0; f < T; ++f) c.feature_table_map.push_back(f % 8);
   c.options.pooling = pooling;
   c.options.bounds_check = BoundsCheckMode::Warning;
   c.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
-  for (std::int64_t t = 0; t < 7; ++t)
+  for (std::int64_t t = 0; t < 8; ++t)
     for (std::int64_t r = 0; r < c.rows[t]; ++r)
       for (std::int32_t d = 0; d < c.dims[t]; ++d)
         c.set_weight(t, r, d, static_cast<double>((r * 7 + d * 3 + t) % 29) - 14.0 + 0.125 * (d % 8));

@@ -99,10 +99,10 @@ struct ForwardTuning {
   /// (the tests draw 1, 2, 4, 8).
   static constexpr int kMaxLaunchStreams = 8;
   int launch_streams = 4;
-  /// Pooled launches that run the group-per-bag kernel (not streamed, not pipelined) become one
-  /// launch per vector path (vector / scalar), over a list of spans: each span a run of
-  /// consecutive features with one group size, gathered by its own blocks at that group size (a
-  /// block finds its span with one ballot over the span list; path "forward.pooled.merged_launch"
+  /// Pooled launches that run the default group-per-bag kernel (not streamed, not pipelined, not
+  /// 8 rows in flight) become one launch per vector path (16-byte, 8-byte narrow, scalar), over a
+  /// list of spans: each span a run of consecutive features with one group size, gathered by its
+  /// own blocks at that group size (a block finds its span with one ballot per 32 spans; path "forward.pooled.merged_launch"
   /// when two or more launches merged). Why: a mixed-D workload plans one launch per run of equal
   /// group sizes (prod-mixed: 66 launches, D cycling 4, 8, 64, 128), each too small to fill the
   /// device; session 28's merge at one group size (the largest) cost small-D bags their packing
