@@ -153,8 +153,8 @@ struct BackwardTuning {
   /// loads whatever its D). Every value gives the same bits: a run's sum and update do not depend
   /// on the group that computed it. Measured (H100, session 30, bench/results/README.md),
   /// prod-mixed with the transpose hoisted, PerDim against Widest: B = 4096 FP32 SGD / FP32
-  /// Adagrad / FP16 Adagrad 2.66 / 2.95 / 2.29 ms against 3.20 / 4.03 / 3.65; B = 32768 5.67 /
-  /// 6.17 / 5.93 against 10.03 / 11.79 / 11.05.
+  /// Adagrad / FP16 Adagrad 2.41 / 2.72 / 2.11 ms against 3.19 / 4.02 / 3.68; B = 32768 5.32 /
+  /// 5.88 / 5.52 against 10.02 / 11.79 / 11.05.
   enum class ShortGroups : std::uint8_t {
     /// PerDim where it applies and matters: the tables the features read have two or more group
     /// sizes, warp groups (D_max <= 128), and tuning.run_launch is not Interleaved (RunLaunch::Auto
