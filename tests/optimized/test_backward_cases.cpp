@@ -21,6 +21,23 @@ using namespace tbe::test;
 
 namespace {
 
+/// The rest of a generated case once its tables, map, indices and offsets are set: I32 indices,
+/// SUM, WARNING, seed-default policy with FP32 output, weights and grad_output from `seed`,
+/// optimizer `opt` at lr 0.01, zero momentum.
+BackwardCase finish_case(BackwardCase c, DType w, OptimizerKind opt, std::uint64_t seed) {
+  ForwardCase& f = c.forward;
+  f.index_dtype = DType::I32;
+  f.options.pooling = PoolingMode::Sum;
+  f.options.bounds_check = BoundsCheckMode::Warning;
+  f.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
+  fill_weights(f, seed);
+  c.options.optimizer.kind = opt;
+  c.options.optimizer.learning_rate = 0.01;
+  fill_grad_output(c, seed + 1, false);
+  c.reset_momentum();
+  return c;
+}
+
 /// One table E×D, bags of length L over `indices` (B = ceil(N / L) bags, the last shorter).
 BackwardCase one_table_case(DType w, std::int64_t E, std::int32_t D,
                             std::vector<std::int64_t> indices, std::int64_t L,
@@ -34,16 +51,7 @@ BackwardCase one_table_case(DType w, std::int64_t E, std::int32_t D,
   f.offsets = {0};
   for (std::int64_t p = 0; p < N; p += L) f.offsets.push_back(std::min(N, p + L));
   f.batch_size = static_cast<std::int64_t>(f.offsets.size()) - 1;
-  f.index_dtype = DType::I32;
-  f.options.pooling = PoolingMode::Sum;
-  f.options.bounds_check = BoundsCheckMode::Warning;
-  f.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
-  fill_weights(f, seed);
-  c.options.optimizer.kind = opt;
-  c.options.optimizer.learning_rate = 0.01;
-  fill_grad_output(c, seed + 1, false);
-  c.reset_momentum();
-  return c;
+  return finish_case(std::move(c), w, opt, seed);
 }
 
 std::vector<float> floats(const std::vector<std::byte>& b) {
@@ -343,16 +351,7 @@ BackwardCase mixed_d_case(DType w, const std::vector<std::int32_t>& dims,
     for (std::int64_t b = 1; b <= B; ++b) f.offsets.push_back(first + n * b / B);
   }
   f.batch_size = B;
-  f.index_dtype = DType::I32;
-  f.options.pooling = PoolingMode::Sum;
-  f.options.bounds_check = BoundsCheckMode::Warning;
-  f.options.policy = make_policy(PolicyKind::SeedDefault, w, DType::F32);
-  fill_weights(f, seed);
-  c.options.optimizer.kind = opt;
-  c.options.optimizer.learning_rate = 0.01;
-  fill_grad_output(c, seed + 1, false);
-  c.reset_momentum();
-  return c;
+  return finish_case(std::move(c), w, opt, seed);
 }
 template <class Lookups>
 BackwardCase mixed_d_case(DType w, const std::vector<std::int32_t>& dims, std::int64_t E,
